@@ -1,0 +1,94 @@
+"""What every rule may ask about the checkpoint, computed once per audit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+from ckptfix.audit.targets import SparkTarget
+from ckptfix.checkpoint import Checkpoint, LogDir
+from ckptfix.errors import FormatError
+from ckptfix.formats import commitlog, offsetlog
+from ckptfix.storage import Location
+
+
+class Observer(Protocol):
+    """Progress callbacks; the CLI renders them, the library never prints."""
+
+    def stage(self, name: str, total: int | None = None) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+
+class NullObserver:
+    def stage(self, name: str, total: int | None = None) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+
+@dataclass
+class Sink:
+    location: Location
+    log: LogDir
+
+
+@dataclass
+class AuditContext:
+    ckpt: Checkpoint
+    target: SparkTarget
+    deep: bool = False
+    sink: Sink | None = None
+    stateful: bool | None = None  # None: infer from the files
+    observer: Observer = field(default_factory=NullObserver)
+
+    # -- the facts Spark's restart is decided on (spark-logs-and-restart.md §6.3) --------
+    @cached_property
+    def latest_offset(self) -> int | None:
+        return self.ckpt.offsets.latest
+
+    @cached_property
+    def latest_commit(self) -> int | None:
+        return self.ckpt.commits.latest
+
+    def offset_or_error(self, batch: int) -> tuple[offsetlog.OffsetFile | None, FormatError | None]:
+        try:
+            return self.ckpt.offset(batch), None
+        except FormatError as exc:
+            return None, exc
+
+    def commit_or_error(self, batch: int) -> tuple[commitlog.CommitFile | None, FormatError | None]:
+        try:
+            return self.ckpt.commit(batch), None
+        except FormatError as exc:
+            return None, exc
+
+    @cached_property
+    def latest_offset_file(self) -> offsetlog.OffsetFile | None:
+        L = self.latest_offset
+        if L is None or L not in self.ckpt.offsets.files:
+            return None
+        return self.offset_or_error(L)[0]
+
+    @cached_property
+    def conf(self) -> dict[str, str]:
+        """The confs Spark restores from offsets/L (falling back to older readable files)."""
+        entry = self.latest_offset_file
+        if entry is not None and entry.metadata is not None:
+            return dict(entry.metadata.conf)
+        return self.ckpt.recorded_conf()
+
+    @cached_property
+    def next_batch(self) -> int | None:
+        """The first batch the restarted query runs: L+1 when L committed, else L again."""
+        L, K = self.latest_offset, self.latest_commit
+        if L is None:
+            return 0
+        return L + 1 if K == L else L
+
+    @cached_property
+    def state_version(self) -> int:
+        """The state version the first batch loads (state version v = after batch v-1)."""
+        return self.next_batch or 0

@@ -1,0 +1,67 @@
+"""Run every registered check and decide the restart verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ckptfix import layout
+from ckptfix.audit import rules_logs, rules_sink, rules_sources, rules_state  # noqa: F401 - registration
+from ckptfix.audit.context import AuditContext, NullObserver, Observer, Sink
+from ckptfix.audit.model import Finding, Report, Skipped, Verdict, severity_rank
+from ckptfix.audit.registry import CHECKS
+from ckptfix.audit.targets import parse_target
+from ckptfix.checkpoint import Checkpoint, _index_log
+from ckptfix.storage import Location
+
+
+def decide(target: str, findings: list[Finding]) -> Verdict:
+    """The first blocker in Spark's own order decides; silent hazards are listed."""
+    blockers = sorted((f for f in findings if f.spark_error is not None), key=lambda f: f.stage or 0)
+    hazards = tuple(f.message for f in findings if f.silent and f.severity == "error")
+    if blockers:
+        first = blockers[0]
+        return Verdict(target, False, first.spark_error, first.rule_id, hazards)
+    return Verdict(target, True, None, None, hazards)
+
+
+def open_sink(path: str, storage_options: Mapping[str, Any] | None) -> Sink:
+    loc = Location(path, storage_options)
+    entries = loc.list_tree()
+    return Sink(loc, _index_log(layout.SINK_LOG, entries, compactible=True))
+
+
+def audit(
+    url: str,
+    target_spark: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    deep: bool = False,
+    sink_path: str | None = None,
+    stateful: bool | None = None,
+    observer: Observer | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Report:
+    target = parse_target(target_spark)
+    obs = observer or NullObserver()
+    obs.stage("listing")
+    ckpt = checkpoint or Checkpoint.open(url, storage_options)
+    sink = open_sink(sink_path, storage_options) if sink_path else None
+    ctx = AuditContext(ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs)
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for fn in CHECKS:
+        for item in fn(ctx):
+            if isinstance(item, Skipped):
+                skipped.append(item)
+            else:
+                findings.append(item)
+    findings.sort(key=lambda f: (-severity_rank(f.severity), f.stage if f.stage is not None else 999, f.rule_id))
+    verdict = decide(target.label, findings)
+    facts = {
+        "latest_offset": ctx.latest_offset,
+        "latest_commit": ctx.latest_commit,
+        "next_batch": ctx.next_batch,
+        "state_version": ctx.state_version,
+    }
+    return Report(ckpt.location.url, target.label, verdict, findings, skipped, facts, ckpt.location.stats)

@@ -1,0 +1,111 @@
+"""Audit results as values: findings, skipped checks, the restart verdict, the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("info", "warning", "error")
+
+
+def severity_rank(severity: str) -> int:
+    return SEVERITIES.index(severity)
+
+
+@dataclass(frozen=True)
+class SparkError:
+    """What Spark raises: Java class, error class (4.x) and a verbatim fragment of the text."""
+
+    exception: str | None
+    error_class: str | None
+    message: str
+    batch: int | None = None
+
+    @property
+    def headline(self) -> str:
+        name = (self.exception or "").rsplit(".", 1)[-1]
+        cls = f"[{self.error_class}] " if self.error_class else ""
+        return f"{name + ': ' if name else ''}{cls}{self.message}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    path: str
+    offset: int | None = None
+    expected: str | None = None
+    found: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule_id: str
+    severity: str
+    title: str
+    message: str
+    evidence: tuple[Evidence, ...] = ()
+    fix: str = ""
+    #: set when this finding stops the restart: what Spark raises and when (lower = sooner)
+    spark_error: SparkError | None = None
+    stage: int | None = None
+    #: Spark restarts, but the result is silently wrong (worse than a crash)
+    silent: bool = False
+
+
+@dataclass(frozen=True)
+class Skipped:
+    rule_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: str
+    restarts: bool
+    error: SparkError | None = None
+    blocking_rule: str | None = None
+    hazards: tuple[str, ...] = ()
+
+    @property
+    def exception(self) -> str | None:
+        return self.error.exception if self.error else None
+
+    @property
+    def error_class(self) -> str | None:
+        return self.error.error_class if self.error else None
+
+    @property
+    def message(self) -> str | None:
+        return self.error.message if self.error else None
+
+    @property
+    def batch(self) -> int | None:
+        return self.error.batch if self.error else None
+
+    @property
+    def headline(self) -> str:
+        if not self.restarts:
+            assert self.error is not None
+            return f"Spark {self.target} will fail with {self.error.headline}"
+        if self.hazards:
+            return f"Spark {self.target} will restart this checkpoint, but silently: " + "; ".join(self.hazards)
+        return f"Spark {self.target} will restart this checkpoint"
+
+
+@dataclass
+class Report:
+    checkpoint: str
+    target: str
+    verdict: Verdict
+    findings: list[Finding]
+    skipped: list[Skipped] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    stats: Any = None
+
+    def worst(self) -> str | None:
+        if not self.findings:
+            return None
+        return max((f.severity for f in self.findings), key=severity_rank)
+
+    def fails(self, fail_on: str) -> bool:
+        return any(severity_rank(f.severity) >= severity_rank(fail_on) for f in self.findings)

@@ -1,0 +1,513 @@
+"""Rules about ``metadata``, ``offsets/`` and ``commits/``: what a restart reads and when.
+
+Stage numbers order the failures the way Spark meets them (``MicroBatchExecution``:
+metadata at ``start()``, 4.3's ``initializeExecution``, the 4.2+ repartition check,
+``populateStartOffsets``, then the first batch). The verdict is the lowest stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ckptfix import layout
+from ckptfix.audit import spark_errors as E
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.model import Evidence, Finding
+from ckptfix.audit.registry import check, define
+from ckptfix.errors import FormatError, UnsupportedVersion
+from ckptfix.formats import hadoopcrc
+
+META_MISSING = define(
+    "META-MISSING", "error", "The query's metadata file is missing",
+    "Spark keeps the query id in `metadata`. Without it, Spark 3.5-4.1 silently start a NEW query id "
+    "(exactly-once sinks keyed on the query id then write duplicates); Spark 4.2+ refuses to start with "
+    "STREAMING_CHECKPOINT_MISSING_METADATA_FILE while the logs hold batches.",
+    "Restore `metadata` with the original id ({\"id\":\"<uuid>\"}, no newline) from a backup or the driver "
+    "log (`ckptfix repair --query-id`).",
+)
+META_UNREADABLE = define(
+    "META-UNREADABLE", "error", "The query's metadata file cannot be parsed",
+    "`start()` parses `metadata` synchronously and fails on an empty, truncated or id-less file.",
+    "Restore `metadata` from a backup, or rewrite it with the original query id.",
+)
+LOG_UNREADABLE = define(
+    "LOG-UNREADABLE", "error", "A log file that restart reads is damaged",
+    "The latest offset file, its predecessor and the latest commit file are parsed at restart. An empty "
+    "file (crash mid-write), a cut-off JSON line, a bad version header or a missing metadata line stop "
+    "the query.",
+    "Remove the damaged latest entry so Spark re-plans it (`ckptfix repair`), or restore it from a backup.",
+)
+LOG_VERSION = define(
+    "LOG-VERSION-TOO-NEW", "error", "A log file has a version the target Spark cannot read",
+    "Offset log v2 is readable from Spark 4.2; commit log v2/v3 from 4.2 (4.0/4.1 only read the version "
+    "of spark.sql.streaming.stateStore.checkpointFormatVersion). Older Sparks fail with INVALID_LOG_VERSION "
+    "(UnsupportedLogVersion on 3.5).",
+    "Restart with a Spark that reads this version, or rewrite the latest entries in the older format "
+    "(`ckptfix migrate`).",
+)
+LOG_NO_BATCH_METADATA = define(
+    "LOG-NO-BATCH-METADATA", "error", "The latest offset file has an empty metadata line",
+    "Without OffsetSeqMetadata Spark never sets up its watermark tracker and fails with a "
+    "NullPointerException on restart.",
+    "Rewrite the metadata line from the previous offset file's metadata (`ckptfix repair`).",
+)
+LOG_ASYNC_GAP = define(
+    "LOG-ASYNC-GAP", "error", "The offset log lacks the entry before the latest batch",
+    "A synchronous restart reads offsets/L-1 as the start of batch L. Asynchronous progress tracking "
+    "(asyncProgressTrackingEnabled with an interval) writes the logs sparsely, so turning it off without "
+    "the documented sequence fails with `IllegalStateException: batch L-1 doesn't exist` (4.2+ with an "
+    "uncommitted latest batch: `requirement failed: Previous batch L-1 not found in offset log`).",
+    "`ckptfix repair` writes offsets/L-1 as a copy of the newest earlier offset file (no batch is renumbered), "
+    "or run `ckptfix async-off` (re-enable tracking with asyncProgressTrackingCheckpointIntervalMs=0 for two "
+    "batches, stop, restart with it off).",
+)
+LOG_COMMIT_AHEAD = define(
+    "LOG-COMMIT-AHEAD", "error", "The commit log has entries for batches the restart will run again",
+    "Spark writes commits/b with create-only semantics. A commit file for a batch the restarted query must "
+    "still run (commits beyond the latest offset, or the latest offset file gone while its commit stays) "
+    "fails with CONCURRENT_STREAM_LOG_UPDATE - after the batch has already reached the sink.",
+    "Remove the commit files beyond the latest offset file (`ckptfix repair`), after checking the sink.",
+)
+LOG_COMMITS_NO_OFFSETS = define(
+    "LOG-COMMITS-WITHOUT-OFFSETS", "error", "Commit files exist but the offset log is empty",
+    "With no offset file Spark starts a new query at batch 0: 4.3 fails an assertion, 4.1/4.2 refuse a "
+    "non-empty checkpoint directory, 3.5/4.0 collide with the existing commit files.",
+    "Restore the offset log, or clear offsets/, commits/ and state/ for a fresh start (`ckptfix repair`).",
+)
+LOG_NOT_EMPTY = define(
+    "LOG-NOT-EMPTY-ON-START", "error", "The checkpoint has no offsets but its directories are not empty",
+    "Spark 4.1+ verifies that offsets/, commits/ and state/ list no entries at all (hidden temp and .crc "
+    "files included) before batch 0: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY.",
+    "Remove the leftover entries (`ckptfix repair` backs them up first).",
+)
+LOG_REPARTITION = define(
+    "LOG-UNFINISHED-REPARTITION", "error", "The latest offset file is an unfinished state repartition",
+    "Spark 4.2+ refuses to restart when the latest, uncommitted batch changed the number of shuffle "
+    "partitions (STREAMING_UNFINISHED_REPARTITION_DETECTED).",
+    "Finish or roll back the repartition (`ckptfix rollback --to-batch K`).",
+)
+LOG_COMMIT_GAP = define(
+    "LOG-COMMIT-GAP", "warning", "The latest commit trails the latest offset by more than one batch",
+    "Spark re-runs only batch L from offsets/L-1; batches K+1..L-1 are never re-run. That is right after "
+    "asynchronous progress tracking (they ran, their commits were in memory) and silent data loss otherwise.",
+    "If those batches never ran, roll back to batch K (`ckptfix rollback --to-batch K`).",
+)
+LOG_NONCANONICAL = define(
+    "LOG-NONCANONICAL-NAME", "warning", "A log file name is a number Spark reads but not its canonical form",
+    "Names such as `0007` count as batch 7 when Spark lists the log, but Spark opens `7`: as the latest "
+    "entry this fails with FileNotFoundException.",
+    "Rename it to its canonical name if that does not exist (`ckptfix repair`).",
+)
+LOG_GAP = define(
+    "LOG-GAP", "info", "Batches are missing in the middle of a log",
+    "Only the latest offset file, its predecessor and the latest commit are read at restart; older gaps "
+    "are harmless (often purge or async tracking).",
+    "Nothing to do.",
+)
+LOG_TEMP = define(
+    "LOG-TEMP-FILE", "info", "Leftover temporary files from an interrupted write",
+    "CheckpointFileManager writes `.<name>.<uuid>.tmp` and renames it; a stopped query can leave one behind. "
+    "Readers ignore them, but Spark 4.1+ refuses a fresh start while any entry exists.",
+    "Remove them (`ckptfix repair` backs them up).",
+)
+LOG_JUNK = define(
+    "LOG-JUNK", "info", "Files Spark ignores in a log directory",
+    "Names that do not parse as a batch id (and directories named like one) are ignored by Spark.",
+    "Move them out of the checkpoint if they are not yours.",
+)
+LOG_CRC = define(
+    "LOG-CRC-MISMATCH", "error", "A log file no longer matches its Hadoop .crc sidecar",
+    "The file was edited after Spark wrote it. Spark does NOT verify these sidecars: it restarts with the "
+    "edited content and may silently compute wrong results. This is worse than a crash.",
+    "Find out who edited the file; restore the original (a ckptfix backup) or, if the edit is intended, "
+    "regenerate the sidecar (`ckptfix repair` quarantines it first).",
+)
+LOG_CRC_ORPHAN = define(
+    "LOG-CRC-ORPHAN", "info", "A Hadoop .crc sidecar without its data file",
+    "Harmless for restart, but it counts as an entry for Spark 4.1+'s empty-directory check.",
+    "Remove it (`ckptfix repair`).",
+)
+LOG_VOID = define(
+    "LOG-VOID-OFFSET", "warning", "The latest offset file has a source without an offset ('-')",
+    "Spark drops that source's end offset and re-reads its range from offsets/L-1 (or its initial offset).",
+    "Check that the number and order of the query's sources did not change.",
+)
+LOG_OLD_UNREADABLE = define(
+    "LOG-OLD-UNREADABLE", "warning", "An older log file is damaged",
+    "Restart does not read it, but rollbacks, the state reader and file-source replays may.",
+    "Restore it from a backup if you may need to roll back past it.",
+)
+
+
+def _parse_finding(ctx: AuditContext, log: str, batch: int, exc: FormatError, stage: int) -> Finding:
+    rel = f"{log}/{batch}"
+    spark = E.log_parse_error(ctx.target, log, rel, exc)
+    rule = LOG_VERSION if isinstance(exc, UnsupportedVersion) else LOG_UNREADABLE
+    return rule.finding(
+        f"{rel} cannot be read: expected {exc.expected}, found {exc.found}",
+        [Evidence(ctx.ckpt.display(exc_rel(ctx, log, batch)), exc.offset, exc.expected, exc.found)],
+        spark_error=spark,
+        stage=stage,
+    )
+
+
+def exc_rel(ctx: AuditContext, log: str, batch: int) -> str:
+    d = ctx.ckpt.offsets if log == "offsets" else ctx.ckpt.commits
+    return d.path_of(batch)
+
+
+@check
+def metadata_file(ctx: AuditContext) -> Iterator[Finding]:
+    ck = ctx.ckpt
+    has_batches = bool(ck.offsets.listed_ids or ck.commits.listed_ids)
+    if ck.metadata_rel is None:
+        if not has_batches:
+            return
+        if ctx.target.refuses_missing_metadata:
+            yield META_MISSING.finding(
+                "metadata is missing while the logs hold batches",
+                [Evidence(ck.display(layout.METADATA), found="no file")],
+                spark_error=E.missing_metadata(), stage=10,
+            )
+        else:
+            yield META_MISSING.finding(
+                f"metadata is missing: Spark {ctx.target.label} will silently start a new query id",
+                [Evidence(ck.display(layout.METADATA), found="no file")],
+                silent=True,
+            )
+        return
+    try:
+        ck.query_metadata()
+    except FormatError as exc:
+        yield META_UNREADABLE.finding(
+            f"metadata cannot be read: expected {exc.expected}, found {exc.found}",
+            [Evidence(ck.display(layout.METADATA), exc.offset, exc.expected, exc.found)],
+            spark_error=E.metadata_error(exc), stage=10,
+        )
+
+
+@check
+def latest_offset(ctx: AuditContext) -> Iterator[Finding]:
+    ck, t = ctx.ckpt, ctx.target
+    L = ctx.latest_offset
+    if L is None:
+        return
+    stage = 20 if t.parses_latest_logs_first else 40
+    if L not in ck.offsets.files:
+        rel = ck.offsets.noncanonical[L]
+        yield LOG_NONCANONICAL.finding(
+            f"the latest offset entry is named {rel!r}; Spark opens offsets/{L}, which does not exist",
+            [Evidence(ck.display(rel), expected=f"offsets/{L}", found=rel)],
+            severity="error", spark_error=E.file_not_found(f"offsets/{L}"), stage=stage,
+        )
+        return
+    entry, exc = ctx.offset_or_error(L)
+    if exc is not None:
+        yield _parse_finding(ctx, "offsets", L, exc, stage)
+        return
+    assert entry is not None
+    if entry.version > t.max_offset_version:
+        yield LOG_VERSION.finding(
+            f"offsets/{L} is v{entry.version}; Spark {t.label} reads offset logs up to v{t.max_offset_version}",
+            [Evidence(ck.display(f"offsets/{L}"), 0, f"up to v{t.max_offset_version}", f"v{entry.version}")],
+            spark_error=E.unsupported_version(t, entry.version, t.max_offset_version), stage=stage,
+        )
+        return
+    if entry.metadata is None:
+        yield LOG_NO_BATCH_METADATA.finding(
+            f"offsets/{L} has an empty metadata line",
+            [Evidence(ck.display(f"offsets/{L}"), 3, "OffsetSeqMetadata JSON", "an empty line")],
+            spark_error=E.watermark_npe(), stage=45,
+        )
+    voids = [o.source_id for o in entry.offsets if o.json is None]
+    if voids:
+        yield LOG_VOID.finding(
+            f"offsets/{L} has no offset for source(s) {', '.join(voids)}",
+            [Evidence(ck.display(f"offsets/{L}"), found="-")], silent=True,
+        )
+
+
+@check
+def latest_commit(ctx: AuditContext) -> Iterator[Finding]:
+    ck, t = ctx.ckpt, ctx.target
+    K = ctx.latest_commit
+    if K is None:
+        return
+    stage = 21 if t.parses_latest_logs_first else 50
+    if K not in ck.commits.files:
+        rel = ck.commits.noncanonical[K]
+        yield LOG_NONCANONICAL.finding(
+            f"the latest commit entry is named {rel!r}; Spark opens commits/{K}, which does not exist",
+            [Evidence(ck.display(rel), expected=f"commits/{K}", found=rel)],
+            severity="error", spark_error=E.file_not_found(f"commits/{K}"), stage=stage,
+        )
+        return
+    entry, exc = ctx.commit_or_error(K)
+    if exc is not None:
+        yield _parse_finding(ctx, "commits", K, exc, stage)
+        return
+    assert entry is not None
+    ev = [Evidence(ck.display(f"commits/{K}"), 0, None, f"v{entry.version}")]
+    if t.commit_version_exact and entry.version != 1:
+        yield LOG_VERSION.finding(
+            f"commits/{K} is v{entry.version}; Spark {t.label} reads only the version of "
+            "spark.sql.streaming.stateStore.checkpointFormatVersion (1 unless you set it)",
+            ev, spark_error=E.exact_version(entry.version, 1), stage=stage,
+        )
+    elif entry.version > t.max_commit_version:
+        yield LOG_VERSION.finding(
+            f"commits/{K} is v{entry.version}; Spark {t.label} reads commit logs up to v{t.max_commit_version}",
+            ev, spark_error=E.unsupported_version(t, entry.version, t.max_commit_version), stage=stage,
+        )
+
+
+@check
+def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
+    """The async-off blocker: offsets/L-1 must exist and parse (D1/F1)."""
+    ck, t = ctx.ckpt, ctx.target
+    L, K = ctx.latest_offset, ctx.latest_commit
+    if L is None or L <= 0:
+        return
+    repartition_first = t.checks_unfinished_repartition and K is not None and 0 <= K < L
+    stage = 30 if repartition_first else 41
+    prev = L - 1
+    if prev not in ck.offsets.files:
+        P = max((b for b in ck.offsets.files if b < L), default=None)
+        sparse = _looks_async(ctx)
+        why = " (the logs look written by asynchronous progress tracking)" if sparse else ""
+        err = E.previous_batch_not_found(prev) if repartition_first else E.batch_missing(prev)
+        ev = [Evidence(ck.display(f"offsets/{prev}"), expected="a file", found="none"),
+              Evidence(ck.display(f"offsets/{L}"), note=f"latest offset (L={L})")]
+        if K is not None:
+            ev.append(Evidence(ck.display(f"commits/{K}"), note=f"latest commit (K={K})"))
+        shape = "latest offset committed" if K == L else ("latest offset not committed" if K is not None else "no commits")
+        yield LOG_ASYNC_GAP.finding(
+            f"offsets/{prev} is missing; a restart without async progress tracking needs it as the start of "
+            f"batch {L}{why}. Newest earlier offset file: "
+            f"{'offsets/' + str(P) if P is not None else 'none'}; {shape}.",
+            ev, spark_error=err, stage=stage,
+        )
+        return
+    _, exc = ctx.offset_or_error(prev)
+    if exc is not None:
+        yield _parse_finding(ctx, "offsets", prev, exc, stage)
+
+
+def _looks_async(ctx: AuditContext) -> bool:
+    O, C = set(ctx.ckpt.offsets.files), set(ctx.ckpt.commits.files)
+    if not O:
+        return False
+    lo, hi = min(O), max(O)
+    holes = (hi - lo + 1) - len(O)
+    return holes > 0 and len(O ^ C) <= 2 and not ctx.ckpt.state.operators
+
+
+@check
+def repartition(ctx: AuditContext) -> Iterator[Finding]:
+    ck, t = ctx.ckpt, ctx.target
+    L, K = ctx.latest_offset, ctx.latest_commit
+    if not (t.checks_unfinished_repartition and L and K is not None and 0 <= K < L):
+        return
+    cur, _ = ctx.offset_or_error(L) if L in ck.offsets.files else (None, None)
+    prev, _ = ctx.offset_or_error(L - 1) if (L - 1) in ck.offsets.files else (None, None)
+    if cur is None or prev is None or cur.metadata is None or prev.metadata is None:
+        return  # reported by latest_offset / previous_offset
+    key = "spark.sql.shuffle.partitions"
+    a, b = prev.metadata.conf.get(key), cur.metadata.conf.get(key)
+    if a is not None and b is not None and a != b:
+        yield LOG_REPARTITION.finding(
+            f"offsets/{L} changes {key} from {a} to {b} and batch {L} never committed",
+            [Evidence(ck.display(f"offsets/{L}"), expected=a, found=b)],
+            spark_error=E.unfinished_repartition(L), stage=31,
+        )
+
+
+@check
+def empty_offsets(ctx: AuditContext) -> Iterator[Finding]:
+    ck, t = ctx.ckpt, ctx.target
+    if ck.offsets.listed_ids:
+        return
+    if ck.commits.listed_ids:
+        first = min(ck.commits.listed_ids)
+        if t.asserts_no_commits_without_offsets:
+            err, stage = E.no_offsets_assertion(), 22
+        elif t.checks_empty_dirs_on_start:
+            err, stage = E.checkpoint_not_empty(), 40
+        else:
+            err, stage = E.concurrent_update(first), 80
+        yield LOG_COMMITS_NO_OFFSETS.finding(
+            f"offsets/ has no batch files but commits/ has {len(ck.commits.listed_ids)} (first: {first})",
+            [Evidence(ck.display("offsets"), found="no batch files"),
+             Evidence(ck.display(ck.commits.path_of(first)))],
+            spark_error=err, stage=stage,
+        )
+        return
+    leftovers = ck.offsets.entry_count + ck.commits.entry_count + ck.state.entry_count
+    if leftovers and t.checks_empty_dirs_on_start:
+        yield LOG_NOT_EMPTY.finding(
+            f"no offset file, but {leftovers} entries remain in offsets/, commits/ or state/",
+            [Evidence(ck.display(d), found="entries") for d in ("offsets", "commits", "state")
+             if (ck.offsets if d == "offsets" else ck.commits if d == "commits" else ck.state).entry_count],
+            spark_error=E.checkpoint_not_empty(), stage=40,
+        )
+
+
+@check
+def commit_collision(ctx: AuditContext) -> Iterator[Finding]:
+    """F2: the first batch id the restart must commit that already has a commit file."""
+    ck = ctx.ckpt
+    L, K = ctx.latest_offset, ctx.latest_commit
+    if L is None or K is None:
+        return
+    start = ctx.next_batch or 0
+    ahead = sorted(c for c in ck.commits.listed_ids if c >= start)
+    if not ahead:
+        return
+    first = ahead[0]
+    if K > L and L + 1 in ck.commits.files and (L + 1) not in ck.offsets.listed_ids and K == L + 1:
+        what = f"offsets/{K} is missing while commits/{K} exists"
+    else:
+        what = f"commits/{', commits/'.join(map(str, ahead[:5]))}{'...' if len(ahead) > 5 else ''} exist beyond the latest offset batch {L}" if K > L else f"commits/{first} exists"
+    when = "immediately" if first == start else f"after running batches {start}..{first - 1} (when new input arrives)"
+    yield LOG_COMMIT_AHEAD.finding(
+        f"{what}; the restart re-runs from batch {start} and fails {when} when it tries to commit batch {first}",
+        [Evidence(ck.display(ck.commits.path_of(c)), note="commit of a batch the restart must run") for c in ahead[:5]],
+        spark_error=E.concurrent_update(first), stage=80,
+    )
+
+
+@check
+def commit_gap(ctx: AuditContext) -> Iterator[Finding]:
+    L, K = ctx.latest_offset, ctx.latest_commit
+    if L is None or K is None or K >= L - 1 or (L - 1) not in ctx.ckpt.offsets.files:
+        return
+    async_like = _looks_async(ctx)
+    yield LOG_COMMIT_GAP.finding(
+        f"latest commit {K} trails latest offset {L}: batches {K + 1}..{L - 1} will not be re-run"
+        + (" (consistent with asynchronous progress tracking: they ran before the stop)" if async_like else ""),
+        [Evidence(ctx.ckpt.display(f"commits/{K}")), Evidence(ctx.ckpt.display(f"offsets/{L}"))],
+        severity="info" if async_like else "warning",
+    )
+
+
+@check
+def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
+    ck, L = ctx.ckpt, ctx.latest_offset
+    for log in (ck.offsets, ck.commits):
+        ids = sorted(log.files)
+        if ids:
+            missing = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids))
+            relevant = [m for m in missing if L is None or m < L - 1]
+            if relevant:
+                yield LOG_GAP.finding(
+                    f"{log.rel}/ has no entries for {_ranges(relevant)} (between {ids[0]} and {ids[-1]})",
+                    [Evidence(ck.display(log.rel), found=f"{len(relevant)} missing")],
+                )
+        for rel in log.temp:
+            yield LOG_TEMP.finding(f"{rel} is a leftover temporary file", [Evidence(ck.display(rel))])
+        for rel in log.junk + log.numeric_dirs:
+            yield LOG_JUNK.finding(f"{rel} is ignored by Spark", [Evidence(ck.display(rel))])
+        for b, rel in sorted(log.noncanonical.items()):
+            if b != log.latest:
+                yield LOG_NONCANONICAL.finding(
+                    f"{rel} counts as batch {b}, but Spark opens {log.rel}/{b}", [Evidence(ck.display(rel))]
+                )
+        names = {rel.rsplit("/", 1)[-1] for rel in [*log.files.values(), *log.noncanonical.values(), *log.temp, *log.junk]}
+        for target, rel in sorted(log.crc.items()):
+            if target not in names:
+                yield LOG_CRC_ORPHAN.finding(f"{rel} has no data file {target}", [Evidence(ck.display(rel))])
+
+
+def _ranges(ids: list[int]) -> str:
+    out: list[str] = []
+    start = prev = ids[0]
+    for i in ids[1:] + [None]:  # type: ignore[list-item]
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(out[:10]) + (" ..." if len(out) > 10 else "")
+
+
+def _tail_files(ctx: AuditContext) -> list[str]:
+    ck = ctx.ckpt
+    rels: list[str] = []
+    if ck.metadata_rel:
+        rels.append(ck.metadata_rel)
+    if ctx.deep:
+        rels += [*ck.offsets.files.values(), *ck.commits.files.values()]
+        for src in ck.sources.values():
+            rels += list(src.files.values())
+        return rels
+    L, K = ctx.latest_offset, ctx.latest_commit
+    for b in (L, None if L is None else L - 1):
+        if b is not None and b in ck.offsets.files:
+            rels.append(ck.offsets.files[b])
+    if K is not None and K in ck.commits.files:
+        rels.append(ck.commits.files[K])
+    return rels
+
+
+def _unreadable(ctx: AuditContext, rel: str) -> bool:
+    ck = ctx.ckpt
+    head, _, name = rel.partition("/")
+    try:
+        if rel == layout.METADATA:
+            ck.query_metadata()
+        elif head == layout.OFFSETS and name.isdigit():
+            ck.offset(int(name))
+        elif head == layout.COMMITS and name.isdigit():
+            ck.commit(int(name))
+    except FormatError:
+        return True
+    return False
+
+
+@check
+def crc_sidecars(ctx: AuditContext) -> Iterator[Finding]:
+    ck = ctx.ckpt
+    for rel in _tail_files(ctx):
+        if _unreadable(ctx, rel):
+            continue  # LOG-UNREADABLE / META-UNREADABLE already say so
+        parent, _, name = rel.rpartition("/")
+        crc_rel = f"{parent}/{layout.hadoop_crc_name(name)}" if parent else layout.hadoop_crc_name(name)
+        if crc_rel not in ck.entries:
+            continue
+        try:
+            crc = hadoopcrc.parse(ck.read(crc_rel), ck.display(crc_rel))
+        except FormatError as exc:
+            yield LOG_CRC.finding(
+                f"{crc_rel} is not a valid Hadoop checksum file", [Evidence(ck.display(crc_rel), exc.offset, exc.expected, exc.found)],
+                severity="warning",
+            )
+            continue
+        at = hadoopcrc.first_mismatch(crc, ck.read(rel))
+        if at is not None:
+            yield LOG_CRC.finding(
+                f"{rel} differs from what Spark wrote (per {crc_rel}) from byte {at}; Spark will use the edited "
+                "content without noticing",
+                [Evidence(ck.display(rel), at, "the bytes recorded in the .crc sidecar", "different bytes"),
+                 Evidence(ck.display(crc_rel))],
+                silent=True,
+            )
+
+
+@check
+def deep_logs(ctx: AuditContext) -> Iterator[Finding]:
+    if not ctx.deep:
+        return
+    ck, L, K = ctx.ckpt, ctx.latest_offset, ctx.latest_commit
+    tail = {("offsets", L), ("offsets", None if L is None else L - 1), ("commits", K)}
+    for log_name, log in (("offsets", ck.offsets), ("commits", ck.commits)):
+        for b in sorted(log.files):
+            if (log_name, b) in tail:
+                continue
+            _, exc = ctx.offset_or_error(b) if log_name == "offsets" else ctx.commit_or_error(b)
+            ctx.observer.advance()
+            if exc is not None:
+                yield LOG_OLD_UNREADABLE.finding(
+                    f"{log_name}/{b} cannot be read: expected {exc.expected}, found {exc.found}",
+                    [Evidence(ck.display(log.files[b]), exc.offset, exc.expected, exc.found)],
+                )

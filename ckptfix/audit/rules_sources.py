@@ -1,0 +1,108 @@
+"""File-source logs ``sources/<k>/``: what a restart reads of them.
+
+At start, FileStreamSource restores its seen files from the latest compaction batch up to the
+latest batch (``allFiles``); the first batch then reads the entries between the start and end
+``logOffset`` of batch L (``getBatch``), and ``verifyBatchIds`` fails on a missing one with the
+same text as the async-tracking failure: ``batch x doesn't exist``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from ckptfix.audit import spark_errors as E
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.model import Evidence, Finding, SparkError
+from ckptfix.audit.registry import check, define
+from ckptfix.checkpoint import LogDir
+from ckptfix.errors import FormatError
+from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
+
+SRC_MISSING = define(
+    "SRC-LOG-MISSING", "error", "A file-source log entry needed at restart is missing",
+    "The file source re-reads its log between the start and end offsets of the latest batch and from the "
+    "latest compaction on. A missing entry fails with `batch x doesn't exist` (no 'offset log' line in the "
+    "driver log: it is not the async-tracking failure).",
+    "Restore the entry from a backup; or roll the query back to a batch before it (`ckptfix rollback`).",
+)
+SRC_UNREADABLE = define(
+    "SRC-LOG-UNREADABLE", "error", "A file-source log entry needed at restart is damaged",
+    "The file source parses these entries at restart.",
+    "Restore the entry from a backup.",
+)
+
+
+def _log_offset(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("logOffset"), int):
+        return int(value["logOffset"])
+    return None
+
+
+def _present(log: LogDir, batch: int, interval: int) -> bool:
+    if batch not in log.files:
+        return False
+    return (batch in log.compact) == is_compaction_batch(batch, interval)
+
+
+@check
+def file_sources(ctx: AuditContext) -> Iterator[Finding]:
+    ck, L = ctx.ckpt, ctx.latest_offset
+    cur = ctx.latest_offset_file
+    if L is None or cur is None:
+        return
+    prev = ctx.offset_or_error(L - 1)[0] if L > 0 and (L - 1) in ck.offsets.files else None
+    for src in cur.offsets:
+        log = ck.sources.get(src.source_id)
+        end = _log_offset(src.json)
+        if log is None or end is None:
+            continue
+        interval = derive_compact_interval(sorted(log.compact))
+        latest = log.latest
+        if latest is not None:
+            first = max(0, (latest + 1) // interval * interval - 1)
+            for b in range(first, latest + 1):
+                if not _present(log, b, interval):
+                    name = f"{b}.compact" if is_compaction_batch(b, interval) else str(b)
+                    yield SRC_MISSING.finding(
+                        f"{log.rel}/{name} is missing; the source restores its file list from it",
+                        [Evidence(ck.display(f"{log.rel}/{name}"), expected="a file", found="none")],
+                        spark_error=SparkError(
+                            E.ISE, None, f"{name} doesn't exist (latestId: {latest}, compactInterval: {interval})"
+                        ),
+                        stage=15,
+                    )
+                    break
+        start = -1
+        if prev is not None:
+            p = next((o for o in prev.offsets if o.source_id == src.source_id), None)
+            start = _log_offset(p.json if p else None) or -1
+        needed = list(range(start + 1, end + 1))
+        missing = [b for b in needed if not _present(log, b, interval)]
+        if missing:
+            if len(missing) == len(needed):
+                err = E.batch_missing(start + 1)
+            else:
+                err = SparkError(E.ISE, None, "don't exist")
+            names = [f"{log.rel}/{b}{'.compact' if is_compaction_batch(b, interval) else ''}" for b in missing]
+            yield SRC_MISSING.finding(
+                f"{', '.join(names[:3])} missing; batch {L} reads source {src.source_id} entries {start + 1}..{end}",
+                [Evidence(ck.display(n), expected="a file", found="none") for n in names[:3]],
+                spark_error=err, stage=60,
+            )
+            continue
+        for b in needed if not ctx.deep else sorted(log.files):
+            try:
+                ck.source_log(src.source_id, b)
+            except FormatError as exc:
+                yield SRC_UNREADABLE.finding(
+                    f"{log.path_of(b)} cannot be read: expected {exc.expected}, found {exc.found}",
+                    [Evidence(ck.display(log.path_of(b)), exc.offset, exc.expected, exc.found)],
+                    spark_error=SparkError(None, None, log.path_of(b)), stage=60,
+                )

@@ -1,0 +1,432 @@
+"""State: can every store load the version the restarted query needs?
+
+Version N = the state after batch N-1; the first batch of the restart loads N =
+``next_batch``. HDFS-backed stores need the newest readable ``S.snapshot`` (S <= N) plus
+``S+1..N.delta`` (Spark 4.1+ skips a corrupt snapshot for an older one; 3.5 fails). RocksDB
+stores need the newest ``S.zip`` (S <= N) with its SSTs plus ``S+1..N.changelog``; with state
+checkpoint format v2 the commit log names the unique id of version N and the changelog's
+lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ckptfix import layout
+from ckptfix.audit import spark_errors as E
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.model import Evidence, Finding, SparkError
+from ckptfix.audit.registry import check, define
+from ckptfix.checkpoint import OperatorDir, StoreDir
+from ckptfix.errors import FormatError
+from ckptfix.formats import codec, filechecksum, opmeta, rocksdbzip, statefile
+
+SHUFFLE = "spark.sql.shuffle.partitions"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CODEC = "spark.sql.streaming.stateStore.compression.codec"
+
+CHAIN = define(
+    "STATE-CHAIN-INCOMPLETE", "error", "A state file needed to load the restart's state version is missing",
+    "Loading version N needs a base (snapshot/zip at or below N, or nothing) and every delta/changelog after "
+    "it up to N. Spark fails with CANNOT_LOAD_STATE_STORE (`Error reading delta file ... does not exist` on 3.5).",
+    "Restore the file from a backup, or rebuild version N offline from an older snapshot "
+    "(`ckptfix state rebuild`), or roll back (`ckptfix rollback`).",
+)
+PARTITION_MISSING = define(
+    "STATE-PARTITION-MISSING", "error", "A state partition directory is missing",
+    "Every partition 0..numPartitions-1 of every stateful operator loads its store at the first batch.",
+    "Restore the partition directory from a backup; it cannot be recreated from the other partitions.",
+)
+PARTITIONS_MISMATCH = define(
+    "STATE-PARTITIONS-MISMATCH", "warning", "The state partition directories differ from the recorded partitions",
+    "The number of state partitions is frozen in the offset log (spark.sql.shuffle.partitions) and wins over "
+    "the session's value on restart; directories beyond it are never read.",
+    "Do not try to change the number of partitions by editing files; extra directories can be archived.",
+)
+DIR_MISSING = define(
+    "STATE-DIR-MISSING", "error", "The query is stateful but the checkpoint has no state",
+    "Spark 4.x fails with STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY; 3.5 fails loading the first delta.",
+    "Restore state/ from a backup, or start over from exported offsets (`ckptfix offsets export`).",
+)
+SNAPSHOT_CORRUPT = define(
+    "STATE-SNAPSHOT-CORRUPT", "error", "A snapshot the restart would load is unreadable",
+    "Spark 3.5/4.0 fail on a corrupt newest snapshot; 4.1+ log the failure and fall back to an older snapshot "
+    "plus deltas when those still exist.",
+    "Rebuild the snapshot from an older one plus deltas (`ckptfix state rebuild`), or, when the deltas exist, "
+    "remove the corrupt snapshot (`ckptfix repair`).",
+)
+FILE_CORRUPT = define(
+    "STATE-FILE-CORRUPT", "error", "A delta/changelog/zip the restart would load is unreadable",
+    "Spark reads every file of the chain; a bad lz4 block, a cut-off record or a broken zip fails the batch.",
+    "Restore the file from a backup or roll back before it (`ckptfix rollback`).",
+)
+SST_MISSING = define(
+    "STATE-SST-MISSING", "error", "An SST file that a RocksDB zip lists is missing or has the wrong size",
+    "RocksDB zips hold only metadata; the SST files in SSTs/ hold the data and must match the listed sizes.",
+    "Restore the SST from a backup, or load an older zip plus changelogs (`ckptfix state rebuild`).",
+)
+CHECKSUM = define(
+    "STATE-CHECKSUM-MISMATCH", "error", "A state file does not match its checksum sidecar",
+    "Spark 4.1+ writes `<file>.crc` (CRC32C, size) next to format-v2 state files and verifies it on read: "
+    "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED.",
+    "Restore the file from a backup, or rebuild the version (`ckptfix state rebuild`).",
+)
+OPMETA_UNREADABLE = define(
+    "STATE-OPERATOR-METADATA-UNREADABLE", "warning", "Operator metadata cannot be parsed",
+    "state/<op>/_metadata/metadata (4.x) describes the operator's stores and partitions.",
+    "Remove it so Spark 4.x rewrites it on the next batch (`ckptfix repair`).",
+)
+STATE_TRAILING = define(
+    "STATE-FILE-TRAILING-BYTES", "warning", "A state file has bytes after its end marker",
+    "Spark stops at the end marker and never notices; ckptfix does, because it hints at a damaged write.",
+    "Nothing for restart; keep a backup before rewriting this store.",
+)
+STATE_OLD_CORRUPT = define(
+    "STATE-OLD-FILE-CORRUPT", "warning", "A state file outside the restart's chain is unreadable",
+    "Restart does not read it; reading older versions (state reader, rollback) would.",
+    "Restore it from a backup if you may need that version.",
+)
+STATE_JUNK = define(
+    "STATE-JUNK", "warning", "Unexpected files in a state store directory",
+    "Non-hidden files that are not state files make the HDFS provider's maintenance fail repeatedly "
+    "(NumberFormatException in doMaintenance): snapshots and cleanup stop for that partition.",
+    "Move them out of the checkpoint.",
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str
+    message: str
+    evidence: tuple[Evidence, ...]
+    spark_error: SparkError | None
+    severity: str | None = None
+
+
+def _corrupt_error(exc: FormatError) -> SparkError:
+    if exc.kind in ("truncated", "empty") and "lz4" in exc.expected.lower() or exc.kind == "empty":
+        return E.corrupt_stream("truncated")
+    if exc.kind in ("bad-checksum", "corrupt-payload", "bad-magic", "bad-method", "bad-length", "bad-end-block", "truncated") and exc.path.endswith(("delta", "snapshot", "changelog")) and _is_lz4_error(exc):
+        return E.corrupt_stream("truncated" if exc.kind == "truncated" else "corrupt")
+    return SparkError("java.io.EOFException", None, "EOFException")
+
+
+def _is_lz4_error(exc: FormatError) -> bool:
+    return "block" in exc.expected.lower() or "lz4" in exc.expected.lower() or "magic" in exc.expected.lower()
+
+
+class StoreCheck:
+    """Decides whether one store can load version N; reads only the chain's files."""
+
+    def __init__(self, ctx: AuditContext, store: StoreDir, version: int, provider: str, unique_id: str | None):
+        self.ctx, self.store, self.N, self.provider, self.uid = ctx, store, version, provider, unique_id
+        self.codec = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+        self.notes: list[Problem] = []
+
+    def display(self, rel: str) -> str:
+        return self.ctx.ckpt.display(rel)
+
+    def rel(self, version: int, kind: str, uid: str | None = None) -> str:
+        return f"{self.store.rel}/{layout.state_file_name(version, kind, uid)}"
+
+    def has(self, version: int, kind: str, uid: str | None = None) -> bool:
+        return (kind, version, uid) in self.store.files
+
+    def read_verified(self, rel: str, kind: str) -> FormatError | None:
+        """Check the sidecar checksum (4.x) and the file's own framing."""
+        ck = self.ctx.ckpt
+        data = ck.read(rel)
+        name = rel.rsplit("/", 1)[-1]
+        sidecar = self.store.checksums.get(name)
+        if sidecar is not None:
+            try:
+                why = filechecksum.mismatch(filechecksum.parse(ck.read(sidecar), self.display(sidecar)), data)
+            except FormatError:
+                why = None
+            if why:
+                raise _ChecksumFailure(rel, why)
+        try:
+            if kind == "zip":
+                rocksdbzip.parse(data, self.display(rel))
+                return None
+            raw = codec.decompress(self.codec, data, self.display(rel))
+            statefile.verify(raw, self.display(rel), kind)  # type: ignore[arg-type]
+        except FormatError as exc:
+            if exc.kind == "trailing-bytes":
+                self.notes.append(Problem(STATE_TRAILING.id, f"{rel} has bytes after its end marker",
+                                          (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),), None))
+                return None
+            return exc
+        return None
+
+    # -- HDFS-backed -----------------------------------------------------------------
+    def hdfs(self) -> Problem | None:
+        N, store = self.N, self.store
+        snaps = sorted((v for v in store.versions("snapshot") if v <= N), reverse=True)
+        fallback = self.ctx.target.falls_back_from_corrupt_snapshot
+        for S in [*snaps, 0]:
+            if S:
+                rel = self.rel(S, "snapshot")
+                exc = self.read_verified(rel, "snapshot")
+                if exc is not None:
+                    problem = Problem(
+                        SNAPSHOT_CORRUPT.id,
+                        f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                        (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                        _corrupt_error(exc),
+                    )
+                    if not fallback:
+                        return problem
+                    self.notes.append(Problem(problem.rule, problem.message + f"; Spark {self.ctx.target.label} "
+                                              "falls back to an older snapshot", problem.evidence, None, "warning"))
+                    continue
+            for v in range(S + 1, N + 1):
+                if not self.has(v, "delta"):
+                    rel = self.rel(v, "delta")
+                    base = f"{S}.snapshot" if S else "empty state"
+                    return Problem(CHAIN.id, f"{rel} is missing; version {N} = {base} + deltas {S + 1}..{N}",
+                                   (Evidence(self.display(rel), expected="a file", found="none"),),
+                                   E.delta_missing(self.ctx.target, rel))
+            for v in range(S + 1, N + 1):
+                rel = self.rel(v, "delta")
+                exc = self.read_verified(rel, "delta")
+                if exc is not None:
+                    return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                                   (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                                   _corrupt_error(exc))
+            return None
+        return None  # unreachable: the loop always ends at S == 0
+
+    # -- RocksDB ---------------------------------------------------------------------------
+    def rocksdb_zip(self, version: int, uid: str | None) -> Problem | None:
+        rel = self.rel(version, "zip", uid)
+        ck = self.ctx.ckpt
+        try:
+            data = ck.read(rel)
+            parsed = rocksdbzip.parse(data, self.display(rel))
+        except FormatError as exc:
+            return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                           (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                           SparkError(None, None, "ZLIB" if exc.kind == "truncated" else rel.rsplit("/", 1)[-1]))
+        for sst in parsed.metadata.sst_files:
+            entry = self.store.ssts.get(sst.dfs_sst_file_name)
+            sst_rel = f"{self.store.rel}/SSTs/{sst.dfs_sst_file_name}"
+            if entry is None:
+                return Problem(SST_MISSING.id, f"{sst_rel} is missing; {rel} lists it",
+                               (Evidence(self.display(sst_rel), expected="a file", found="none"),
+                                Evidence(self.display(rel))),
+                               E.file_not_found(sst.dfs_sst_file_name))
+            if entry.size != sst.size_bytes:
+                return Problem(SST_MISSING.id, f"{sst_rel} has {entry.size} bytes; {rel} lists {sst.size_bytes}",
+                               (Evidence(self.display(sst_rel), expected=f"{sst.size_bytes} bytes", found=f"{entry.size} bytes"),),
+                               SparkError(None, None, sst.dfs_sst_file_name))
+        return None
+
+    def rocksdb_chain(self, base: int, base_uid: str | None, steps: list[tuple[int, str | None]]) -> Problem | None:
+        if base:
+            problem = self.rocksdb_zip(base, base_uid)
+            if problem:
+                return problem
+        for v, uid in steps:
+            rel = self.rel(v, "changelog", uid)
+            if not self.has(v, "changelog", uid):
+                return Problem(CHAIN.id, f"{rel} is missing; version {self.N} = "
+                               f"{f'{base}.zip' if base else 'empty state'} + changelogs up to {self.N}",
+                               (Evidence(self.display(rel), expected="a file", found="none"),),
+                               E.streaming_file_missing(self.ctx.target, rel))
+        for v, uid in steps:
+            rel = self.rel(v, "changelog", uid)
+            try:
+                exc = self.read_verified(rel, "changelog")
+            except _ChecksumFailure as cf:
+                return cf.problem(self)
+            if exc is not None:
+                return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                               (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),), _corrupt_error(exc))
+        return None
+
+    def rocksdb(self) -> Problem | None:
+        N = self.N
+        if self.uid is None:
+            zips = [v for v in self.store.versions("zip") if v <= N]
+            S = max(zips, default=0)
+            return self.rocksdb_chain(S, None, [(v, None) for v in range(S + 1, N + 1)])
+        uid = self.uid
+        if self.has(N, "zip", uid):
+            return self.rocksdb_zip(N, uid)
+        rel = self.rel(N, "changelog", uid)
+        if not self.has(N, "changelog", uid):
+            return Problem(CHAIN.id, f"{rel} is missing; commits name it as version {N}",
+                           (Evidence(self.display(rel), expected="a file", found="none"),),
+                           E.streaming_file_missing(self.ctx.target, rel))
+        try:
+            raw = codec.decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
+            header = statefile.parse_changelog_header(raw, self.display(rel))
+        except FormatError as exc:
+            return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                           (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),), _corrupt_error(exc))
+        lineage = [(e.version, e.checkpoint_unique_id) for e in (header.lineage or ())] + [(N, uid)]
+        base_index = max((i for i, (v, u) in enumerate(lineage) if self.has(v, "zip", u)), default=None)
+        if base_index is None:
+            if lineage[0][0] != 1:
+                return Problem(CHAIN.id, f"no zip in the lineage of {rel} and it does not start at version 1",
+                               (Evidence(self.display(rel), note=f"lineage starts at {lineage[0][0]}"),),
+                               SparkError(None, None, "snapshot"))
+            return self.rocksdb_chain(0, None, lineage)
+        bv, bu = lineage[base_index]
+        return self.rocksdb_chain(bv, bu, lineage[base_index + 1 :])
+
+    def run(self) -> Problem | None:
+        try:
+            return self.hdfs() if self.provider == "hdfs" else self.rocksdb()
+        except _ChecksumFailure as cf:
+            return cf.problem(self)
+
+
+class _ChecksumFailure(Exception):
+    def __init__(self, rel: str, why: str) -> None:
+        self.rel, self.why = rel, why
+
+    def problem(self, sc: StoreCheck) -> Problem:
+        return Problem(CHECKSUM.id, f"{self.rel}: {self.why}", (Evidence(sc.display(self.rel), found=self.why),),
+                       E.checksum_failed(self.rel))
+
+
+def _provider(ctx: AuditContext, op: OperatorDir) -> str:
+    cls = ctx.conf.get(PROVIDER, "")
+    if "rocksdb" in cls.lower():
+        return "rocksdb"
+    if cls:
+        return "hdfs"
+    kinds = {s.provider for stores in op.partitions.values() for s in stores.values()}
+    return "rocksdb" if "rocksdb" in kinds else "hdfs"
+
+
+def _unique_ids(ctx: AuditContext, version: int) -> dict[str, list[list[str]]] | None:
+    """Checkpoint format v2: commits/(N-1) names the unique ids of version N."""
+    b = version - 1
+    if b < 0 or b not in ctx.ckpt.commits.files:
+        return None
+    entry, _ = ctx.commit_or_error(b)
+    return entry.state_unique_ids if entry else None
+
+
+def _expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None, list[str]]:
+    ck = ctx.ckpt
+    stores: list[str] = []
+    n: int | None = None
+    if op.metadata_v1:
+        try:
+            meta = opmeta.parse(ck.read(op.metadata_v1), ck.display(op.metadata_v1))
+            stores = [s.store_name for s in meta.stores]
+            n = max((s.num_partitions for s in meta.stores), default=None)
+        except FormatError:
+            pass
+    raw = ctx.conf.get(SHUFFLE)
+    if raw is not None and raw.isdigit():
+        n = int(raw)
+    return n, stores or op.store_names or ["default"]
+
+
+@check
+def state_chains(ctx: AuditContext) -> Iterator[Finding]:
+    ck, N = ctx.ckpt, ctx.state_version
+    inv = ck.state
+    ids = _unique_ids(ctx, N) if N else None
+    stateful = ctx.stateful if ctx.stateful is not None else bool(inv.operators or ids)
+    if not inv.operators:
+        if stateful and N > 0 and ctx.latest_offset is not None:
+            provider = "rocksdb" if "rocksdb" in ctx.conf.get(PROVIDER, "").lower() else "hdfs"
+            err = E.state_dir_missing() if ctx.target.error_classes else SparkError(
+                E.ISE, None, f"/1.{'delta' if provider == 'hdfs' else 'changelog'} does not exist")
+            yield DIR_MISSING.finding(
+                f"state/ has no operators, but the query is stateful and the restart loads state version {N}",
+                [Evidence(ck.display("state"), expected="state/<operator>/<partition>/...", found="nothing")],
+                spark_error=err, stage=65,
+            )
+        return
+    for op_id, op in sorted(inv.operators.items()):
+        if op.metadata_v1:
+            try:
+                opmeta.parse(ck.read(op.metadata_v1), ck.display(op.metadata_v1))
+            except FormatError as exc:
+                yield OPMETA_UNREADABLE.finding(f"{op.metadata_v1} cannot be read",
+                                                [Evidence(ck.display(op.metadata_v1), exc.offset, exc.expected, exc.found)])
+        n, store_names = _expected_partitions(ctx, op)
+        present = sorted(op.partitions)
+        expected = list(range(n)) if n is not None else present
+        extra = [p for p in present if p not in expected]
+        missing = [p for p in expected if p not in op.partitions]
+        if extra:
+            yield PARTITIONS_MISMATCH.finding(
+                f"operator {op_id} has partition directories {extra} beyond the recorded {n} partitions",
+                [Evidence(ck.display(f"{op.rel}/{p}")) for p in extra[:3]],
+            )
+        provider = _provider(ctx, op)
+        ctx.observer.stage(f"state operator {op_id}", total=len(expected))
+        for p in expected:
+            ctx.observer.advance()
+            for s_index, store_name in enumerate(store_names):
+                store = op.partitions.get(p, {}).get(store_name)
+                if store is None:
+                    rel = f"{op.rel}/{p}" + ("" if store_name == "default" else f"/{store_name}")
+                    store = StoreDir(rel, op_id, p, store_name)
+                for name in store.junk:
+                    yield STATE_JUNK.finding(f"{name} is not a state file", [Evidence(ck.display(name))])
+                if N == 0:
+                    continue
+                uid = None
+                if ids is not None:
+                    try:
+                        uid = ids[str(op_id)][p][s_index]
+                    except (KeyError, IndexError, TypeError):
+                        uid = None
+                sc = StoreCheck(ctx, store, N, provider, uid)
+                problem = sc.run()
+                for note in sc.notes:
+                    yield _as_finding(note)
+                if problem is None:
+                    continue
+                if p in missing:
+                    yield PARTITION_MISSING.finding(
+                        f"{store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails",
+                        [Evidence(ck.display(store.rel), expected="a directory", found="none"), *problem.evidence],
+                        spark_error=problem.spark_error, stage=70,
+                    )
+                else:
+                    yield _as_finding(problem, stage=70)
+    if ctx.deep:
+        yield from _deep_state(ctx)
+
+
+def _as_finding(problem: Problem, stage: int | None = None) -> Finding:
+    from ckptfix.audit.registry import RULES
+
+    return RULES[problem.rule].finding(
+        problem.message, problem.evidence, severity=problem.severity,
+        spark_error=problem.spark_error, stage=stage if problem.spark_error else None,
+    )
+
+
+def _deep_state(ctx: AuditContext) -> Iterator[Finding]:
+    ck = ctx.ckpt
+    conf_codec = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+    for op in ck.state.operators.values():
+        for stores in op.partitions.values():
+            for store in stores.values():
+                for (kind, _v, _u), rel in sorted(store.files.items(), key=lambda kv: kv[1]):
+                    if rel in ck._bytes:  # already verified as part of the chain
+                        continue
+                    try:
+                        data = ck.read(rel)
+                        if kind == "zip":
+                            rocksdbzip.parse(data, ck.display(rel))
+                        else:
+                            statefile.verify(codec.decompress(conf_codec, data, ck.display(rel)), ck.display(rel), kind)  # type: ignore[arg-type]
+                    except FormatError as exc:
+                        if exc.kind != "trailing-bytes":
+                            yield STATE_OLD_CORRUPT.finding(
+                                f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                                [Evidence(ck.display(rel), exc.offset, exc.expected, exc.found)],
+                            )

@@ -1,0 +1,173 @@
+"""The exact error Spark raises for each kind of damage, per release.
+
+Texts come from real restarts (spark-behaviour-observed.md §4-5, spark-logs-and-restart.md
+§5.3, §6.2, §9) and are re-checked by tests/test_restart_prediction.py against Spark 4.3.0
+live and against outcomes recorded from Spark 3.5.9. ``message`` is a fragment that appears
+verbatim in Spark's error text.
+"""
+
+from __future__ import annotations
+
+from ckptfix.audit.model import SparkError
+from ckptfix.audit.targets import SparkTarget
+from ckptfix.errors import FormatError, UnsupportedVersion
+
+ISE = "java.lang.IllegalStateException"
+IAE = "java.lang.IllegalArgumentException"
+JSON_EOF = "com.fasterxml.jackson.core.io.JsonEOFException"
+JSON_PARSE = "com.fasterxml.jackson.core.JsonParseException"
+FNF = "java.io.FileNotFoundException"
+
+
+def batch_missing(batch: int) -> SparkError:
+    return SparkError(ISE, None, f"batch {batch} doesn't exist", batch)
+
+
+def previous_batch_not_found(batch: int) -> SparkError:
+    return SparkError(IAE, None, f"requirement failed: Previous batch {batch} not found in offset log", batch)
+
+
+def concurrent_update(batch: int) -> SparkError:
+    return SparkError(
+        "org.apache.spark.SparkException",
+        "CONCURRENT_STREAM_LOG_UPDATE",
+        f"Multiple streaming jobs detected for {batch}",
+        batch,
+    )
+
+
+def file_not_found(rel: str) -> SparkError:
+    return SparkError(FNF, None, f"{rel} does not exist")
+
+
+def unsupported_version(target: SparkTarget, found: int, maximum: int) -> SparkError:
+    if target.error_classes:
+        return SparkError(
+            ISE,
+            "INVALID_LOG_VERSION.MAX_SUPPORTED_VERSION",
+            f"The maximum supported log version is v{maximum}, but encountered v{found}",
+        )
+    return SparkError(ISE, None, f"maximum supported log version is v{maximum}, but encountered v{found}")
+
+
+def exact_version(found: int, expected: int) -> SparkError:
+    return SparkError(
+        ISE,
+        "INVALID_LOG_VERSION.EXACT_MATCH_VERSION",
+        f"The only supported log version is v{expected}, but encountered v{found}",
+    )
+
+
+def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -> SparkError | None:
+    """Spark's error for an unreadable offsets/commits file; None if Spark reads it fine."""
+    kind = exc.kind
+    if kind == "empty":
+        suffix = " in the offset commit log" if log == "commits" else ""
+        return SparkError(ISE, None, f"{rel}. Incomplete log file{suffix}")
+    if kind == "header-only":
+        return SparkError("java.util.NoSuchElementException", None, "next on empty iterator")
+    if kind == "malformed-version":
+        cls = "MALFORMED_LOG_FILE" if target.error_classes else None
+        return SparkError(ISE, cls, "Log file was malformed: failed to read correct log version from")
+    if isinstance(exc, UnsupportedVersion):
+        maximum = target.max_offset_version if log == "offsets" else target.max_commit_version
+        return unsupported_version(target, exc.version, maximum)
+    if kind == "truncated-json":
+        return SparkError(JSON_EOF, None, "Unexpected end-of-input")
+    if kind == "invalid-json":
+        return SparkError(JSON_PARSE, None, "Unexpected character")
+    if kind == "v2-no-colon":
+        line = exc.found.strip("'\"")
+        return SparkError(ISE, None, f"Invalid OffsetMap format: {line}")
+    if kind == "empty-metadata":
+        return SparkError(ISE, None, "VERSION_2 offset log requires metadata")
+    return SparkError(None, None, exc.expected)
+
+
+def metadata_error(exc: FormatError) -> SparkError:
+    if exc.kind == "empty":
+        return SparkError(
+            "com.fasterxml.jackson.databind.exc.MismatchedInputException",
+            None,
+            "No content to map due to end-of-input",
+        )
+    if exc.kind == "no-id":
+        return SparkError("org.json4s.MappingException", None, "No usable value for id")
+    if exc.kind == "truncated-json":
+        return SparkError(JSON_EOF, None, "Unexpected end-of-input")
+    return SparkError(JSON_PARSE, None, "Unexpected character")
+
+
+def missing_metadata() -> SparkError:
+    return SparkError(
+        "org.apache.spark.SparkRuntimeException",
+        "STREAMING_CHECKPOINT_MISSING_METADATA_FILE",
+        "the metadata file is missing but offset and/or commit logs contain data",
+    )
+
+
+def checkpoint_not_empty() -> SparkError:
+    return SparkError(
+        "org.apache.spark.SparkRuntimeException",
+        "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY",
+        "should be empty on batch 0",
+    )
+
+
+def no_offsets_assertion() -> SparkError:
+    return SparkError("java.lang.AssertionError", None, "assertion failed")
+
+
+def watermark_npe() -> SparkError:
+    return SparkError("java.lang.NullPointerException", None, "watermarkTracker()")
+
+
+def unfinished_repartition(batch: int) -> SparkError:
+    return SparkError(
+        "org.apache.spark.SparkIllegalStateException",
+        "STREAMING_UNFINISHED_REPARTITION_DETECTED",
+        f"The latest batch {batch} is for an unfinished state repartitioning",
+        batch,
+    )
+
+
+def delta_missing(target: SparkTarget, rel: str) -> SparkError:
+    if target.error_classes:
+        return SparkError(
+            "org.apache.spark.SparkException",
+            "CANNOT_LOAD_STATE_STORE.CANNOT_READ_DELTA_FILE_NOT_EXISTS",
+            f"{rel} does not exist",
+        )
+    return SparkError(ISE, None, f"{rel} does not exist")
+
+
+def streaming_file_missing(target: SparkTarget, rel: str) -> SparkError:
+    if target.error_classes:
+        return SparkError(
+            "org.apache.spark.SparkException",
+            "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE",
+            f"{rel} does not exist",
+        )
+    return SparkError(None, None, f"{rel} does not exist")
+
+
+def state_dir_missing() -> SparkError:
+    return SparkError(
+        "org.apache.spark.SparkRuntimeException",
+        "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY",
+        "the state directory is empty or missing",
+    )
+
+
+def corrupt_stream(kind: str) -> SparkError:
+    if kind == "truncated":
+        return SparkError("java.io.EOFException", None, "Stream ended prematurely")
+    return SparkError("java.io.IOException", None, "Stream is corrupted")
+
+
+def checksum_failed(rel: str) -> SparkError:
+    return SparkError(
+        "org.apache.spark.SparkException",
+        "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED",
+        "Checksum verification failed, the file may be corrupted",
+    )

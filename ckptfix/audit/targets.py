@@ -1,0 +1,79 @@
+"""What each Spark release does at restart, as data (facts: ../shared/reference,
+spark-logs-and-restart.md §3.4, §4, §6, §12.4; verified live for 3.5.9 and 4.3.0)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ckptfix.errors import UsageError
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    major: int
+    minor: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def at_least(self, major: int, minor: int) -> bool:
+        return (self.major, self.minor) >= (major, minor)
+
+    @property
+    def error_classes(self) -> bool:
+        """4.x wraps log errors in error classes (MALFORMED_LOG_FILE, INVALID_LOG_VERSION)."""
+        return self.major >= 4
+
+    @property
+    def max_offset_version(self) -> int:
+        return 2 if self.at_least(4, 2) else 1
+
+    @property
+    def max_commit_version(self) -> int:
+        return 3 if self.at_least(4, 2) else 1
+
+    @property
+    def commit_version_exact(self) -> bool:
+        """4.0/4.1 read the commit log only at the version of the session's
+        spark.sql.streaming.stateStore.checkpointFormatVersion (default 1)."""
+        return self.major == 4 and self.minor in (0, 1)
+
+    @property
+    def refuses_missing_metadata(self) -> bool:
+        return self.at_least(4, 2)
+
+    @property
+    def checks_empty_dirs_on_start(self) -> bool:
+        return self.at_least(4, 1)
+
+    @property
+    def asserts_no_commits_without_offsets(self) -> bool:
+        return self.at_least(4, 3)
+
+    @property
+    def parses_latest_logs_first(self) -> bool:
+        """4.3's initializeExecution parses offsets/L and commits/K before anything else."""
+        return self.at_least(4, 3)
+
+    @property
+    def checks_unfinished_repartition(self) -> bool:
+        return self.at_least(4, 2)
+
+    @property
+    def falls_back_from_corrupt_snapshot(self) -> bool:
+        return self.at_least(4, 1)
+
+
+SUPPORTED = ("3.5", "4.0", "4.1", "4.2", "4.3")
+NEWEST = SUPPORTED[-1]
+
+
+def parse_target(text: str | None) -> SparkTarget:
+    """'4.3', '4.3.0' or 'spark-4.3' -> SparkTarget; anything unsupported is a usage error."""
+    raw = (text or NEWEST).strip().lower().removeprefix("spark-").removeprefix("v")
+    parts = raw.split(".")
+    label = ".".join(parts[:2])
+    if label not in SUPPORTED or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--target-spark: expected one of {', '.join(SUPPORTED)}, found {text!r}")
+    return SparkTarget(int(parts[0]), int(parts[1]))

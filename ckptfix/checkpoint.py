@@ -1,0 +1,298 @@
+"""The checkpoint model: one recursive listing, files parsed only when asked for.
+
+``Checkpoint.open(url)`` lists the tree once and indexes it into logs (offsets, commits,
+source logs), the query ``metadata`` file and a state inventory. Reads go through
+:meth:`Checkpoint.read` so every byte read is counted in ``location.stats``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ckptfix import layout
+from ckptfix.errors import FormatError, NotACheckpoint
+from ckptfix.formats import commitlog, compactlog, offsetlog
+from ckptfix.formats import metadata as metadata_format
+from ckptfix.storage import Entry, Location
+
+T = TypeVar("T")
+
+
+@dataclass
+class LogDir:
+    """One metadata log directory as Spark's ``HDFSMetadataLog`` sees it."""
+
+    rel: str
+    exists: bool = False
+    files: dict[int, str] = field(default_factory=dict)  # canonical batch files: id -> rel path
+    noncanonical: dict[int, str] = field(default_factory=dict)  # e.g. "0007" (Spark opens "7")
+    compact: set[int] = field(default_factory=set)  # ids stored as <id>.compact
+    numeric_dirs: list[str] = field(default_factory=list)  # directories named like batches (ignored)
+    temp: list[str] = field(default_factory=list)
+    crc: dict[str, str] = field(default_factory=dict)  # data file name -> rel path of .<name>.crc
+    junk: list[str] = field(default_factory=list)
+    entry_count: int = 0  # every entry, hidden files included (the 4.1+ emptiness check)
+
+    @property
+    def listed_ids(self) -> list[int]:
+        """The ids Spark's ``listBatches`` sees (non-canonical names included)."""
+        return sorted(set(self.files) | set(self.noncanonical))
+
+    @property
+    def latest(self) -> int | None:
+        ids = self.listed_ids
+        return ids[-1] if ids else None
+
+    def path_of(self, batch_id: int) -> str:
+        name = layout.batch_file_name(batch_id) + (layout.COMPACT_SUFFIX if batch_id in self.compact else "")
+        return f"{self.rel}/{name}"
+
+
+@dataclass
+class StoreDir:
+    """Files of one state store (operator, partition, store name)."""
+
+    rel: str
+    operator: int
+    partition: int
+    store: str
+    files: dict[tuple[str, int, str | None], str] = field(default_factory=dict)  # (kind, version, uid) -> rel
+    checksums: dict[str, str] = field(default_factory=dict)  # state file name -> visible .crc sidecar
+    hadoop_crc: dict[str, str] = field(default_factory=dict)
+    ssts: dict[str, Entry] = field(default_factory=dict)  # SSTs/<name> -> entry
+    schema: str | None = None
+    temp: list[str] = field(default_factory=list)
+    junk: list[str] = field(default_factory=list)
+
+    def versions(self, kind: str) -> dict[int, list[tuple[str | None, str]]]:
+        out: dict[int, list[tuple[str | None, str]]] = {}
+        for (k, v, uid), rel in self.files.items():
+            if k == kind:
+                out.setdefault(v, []).append((uid, rel))
+        return out
+
+    @property
+    def provider(self) -> str:
+        kinds = {k for k, _, _ in self.files}
+        if kinds & {"zip", "changelog"} or self.ssts:
+            return "rocksdb"
+        if kinds & {"delta", "snapshot"}:
+            return "hdfs"
+        return "unknown"
+
+
+@dataclass
+class OperatorDir:
+    operator: int
+    rel: str
+    partitions: dict[int, dict[str, StoreDir]] = field(default_factory=dict)
+    metadata_v1: str | None = None
+    metadata_v2: dict[int, str] = field(default_factory=dict)
+    state_schema: list[str] = field(default_factory=list)
+    junk: list[str] = field(default_factory=list)
+
+    @property
+    def store_names(self) -> list[str]:
+        return sorted({s for stores in self.partitions.values() for s in stores})
+
+
+@dataclass
+class StateInventory:
+    exists: bool = False
+    operators: dict[int, OperatorDir] = field(default_factory=dict)
+    entry_count: int = 0
+    junk: list[str] = field(default_factory=list)
+
+
+def _index_log(rel: str, entries: Mapping[str, Entry], compactible: bool = False) -> LogDir:
+    log = LogDir(rel)
+    prefix = rel + "/"
+    log.exists = rel in entries and entries[rel].is_dir
+    for path, entry in entries.items():
+        if not path.startswith(prefix) or "/" in path[len(prefix) :]:
+            continue
+        name = path[len(prefix) :]
+        log.entry_count += 1
+        if layout.hadoop_crc_target(name) is not None:
+            log.crc[layout.hadoop_crc_target(name) or ""] = path
+            continue
+        if layout.is_temp(name):
+            log.temp.append(path)
+            continue
+        stem = name
+        is_compact = compactible and name.endswith(layout.COMPACT_SUFFIX)
+        if is_compact:
+            stem = name[: -len(layout.COMPACT_SUFFIX)]
+        batch = layout.parse_batch_name(stem)
+        if batch is None:
+            log.junk.append(path)
+        elif entry.is_dir:
+            log.numeric_dirs.append(path)
+        elif stem == layout.batch_file_name(batch):
+            log.files[batch] = path
+            if is_compact:
+                log.compact.add(batch)
+        else:
+            log.noncanonical[batch] = path
+    return log
+
+
+def _index_state(entries: Mapping[str, Entry]) -> StateInventory:
+    inv = StateInventory(exists=layout.STATE in entries and entries[layout.STATE].is_dir)
+    prefix = layout.STATE + "/"
+    for path, entry in entries.items():
+        if not path.startswith(prefix):
+            continue
+        inv.entry_count += 1
+        parts = path[len(prefix) :].split("/")
+        op_id = layout.parse_batch_name(parts[0])
+        if op_id is None:
+            inv.junk.append(path)
+            continue
+        op = inv.operators.setdefault(op_id, OperatorDir(op_id, f"{prefix}{parts[0]}"))
+        if len(parts) == 1:
+            continue
+        head = parts[1]
+        if head == "_metadata":
+            if len(parts) == 3 and parts[2] == "metadata" and not entry.is_dir:
+                op.metadata_v1 = path
+            elif len(parts) == 4 and parts[2] == "v2" and not entry.is_dir:
+                b = layout.parse_batch_name(parts[3])
+                if b is not None:
+                    op.metadata_v2[b] = path
+            continue
+        if head == "_stateSchema":
+            if not entry.is_dir and not parts[-1].startswith("."):
+                op.state_schema.append(path)
+            continue
+        part = layout.parse_batch_name(head)
+        if part is None:
+            if not entry.is_dir:
+                op.junk.append(path)
+            continue
+        stores = op.partitions.setdefault(part, {})
+        rest = parts[2:]
+        if not rest:
+            continue
+        # state/<op>/<part>/<file> is the default store; any other directory is a named store
+        store_name = "default"
+        if entry.is_dir and len(rest) == 1 and rest[0] not in ("SSTs", "_metadata", "logs"):
+            stores.setdefault(rest[0], StoreDir(path, op_id, part, rest[0]))
+            continue
+        if len(rest) >= 2 and rest[0] not in ("SSTs", "_metadata", "logs"):
+            store_name, rest = rest[0], rest[1:]
+        store_rel = f"{op.rel}/{head}" + ("" if store_name == "default" else f"/{store_name}")
+        store = stores.setdefault(store_name, StoreDir(store_rel, op_id, part, store_name))
+        _index_store_entry(store, rest, path, entry)
+    return inv
+
+
+def _index_store_entry(store: StoreDir, rest: list[str], path: str, entry: Entry) -> None:
+    if entry.is_dir:
+        return
+    name = rest[-1]
+    if rest[0] == "SSTs":
+        if not name.startswith("."):
+            store.ssts[name] = entry
+        return
+    if rest[0] == "_metadata":
+        if name == "schema":
+            store.schema = path
+        return
+    if rest[0] == "logs" or len(rest) > 1:
+        return
+    target = layout.hadoop_crc_target(name)
+    if target is not None:
+        store.hadoop_crc[target] = path
+        return
+    if layout.is_temp(name):
+        store.temp.append(path)
+        return
+    sidecar = layout.checksum_sidecar_target(name)
+    if sidecar is not None:
+        store.checksums[sidecar] = path
+        return
+    parsed = layout.parse_state_file(name)
+    if parsed is None:
+        store.junk.append(path)
+    else:
+        store.files[(parsed.kind, parsed.version, parsed.unique_id)] = path
+
+
+class Checkpoint:
+    """A streaming checkpoint, listed once."""
+
+    def __init__(self, location: Location, entries: dict[str, Entry]) -> None:
+        self.location = location
+        self.entries = entries
+        meta = entries.get(layout.METADATA)
+        self.metadata_rel: str | None = layout.METADATA if meta is not None and not meta.is_dir else None
+        self.offsets = _index_log(layout.OFFSETS, entries)
+        self.commits = _index_log(layout.COMMITS, entries)
+        self.sources: dict[str, LogDir] = {}
+        for path, entry in entries.items():
+            parts = path.split("/")
+            if len(parts) == 2 and parts[0] == layout.SOURCES and entry.is_dir:
+                self.sources[parts[1]] = _index_log(path, entries, compactible=True)
+        self.state = _index_state(entries)
+        self._bytes: dict[str, bytes] = {}
+        self._parsed: dict[tuple[str, str], Any] = {}
+
+    @classmethod
+    def open(cls, url: str, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+        location = Location(url, storage_options)
+        entries = location.list_tree()
+        top = {p.split("/", 1)[0] for p in entries}
+        if not top & {layout.METADATA, layout.OFFSETS, layout.COMMITS, layout.STATE, layout.SOURCES}:
+            found = "an empty directory" if not top else "entries " + ", ".join(sorted(top)[:5])
+            raise NotACheckpoint(location.url, found)
+        return cls(location, entries)
+
+    # -- reading -------------------------------------------------------------------------
+    def display(self, rel: str) -> str:
+        return self.location.display(rel)
+
+    def read(self, rel: str) -> bytes:
+        if rel not in self._bytes:
+            self._bytes[rel] = self.location.read(rel)
+        return self._bytes[rel]
+
+    def _parse(self, rel: str, parser: Callable[[bytes, str], T]) -> T:
+        key = (rel, getattr(parser, "__module__", ""))
+        if key not in self._parsed:
+            try:
+                self._parsed[key] = parser(self.read(rel), self.display(rel))
+            except FormatError as exc:
+                self._parsed[key] = exc
+        value = self._parsed[key]
+        if isinstance(value, FormatError):
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def offset(self, batch_id: int) -> offsetlog.OffsetFile:
+        return self._parse(self.offsets.path_of(batch_id), offsetlog.parse)
+
+    def commit(self, batch_id: int) -> commitlog.CommitFile:
+        return self._parse(self.commits.path_of(batch_id), commitlog.parse)
+
+    def source_log(self, source: str, batch_id: int) -> compactlog.CompactLogFile:
+        return self._parse(self.sources[source].path_of(batch_id), compactlog.parse)
+
+    def query_metadata(self) -> metadata_format.StreamMetadata:
+        return self._parse(layout.METADATA, metadata_format.parse)
+
+    def try_offset(self, batch_id: int) -> offsetlog.OffsetFile | None:
+        try:
+            return self.offset(batch_id)
+        except (FormatError, OSError):
+            return None
+
+    def recorded_conf(self) -> dict[str, str]:
+        """The SQL confs Spark restores from the latest readable offset file."""
+        for b in reversed(sorted(self.offsets.files)):
+            entry = self.try_offset(b)
+            if entry is not None and entry.metadata is not None:
+                return dict(entry.metadata.conf)
+        return {}

@@ -1,0 +1,55 @@
+"""``CompactibleFileStreamLog`` files: a file source's ``sources/<k>/<n>`` and a file sink's
+``_spark_metadata/<b>`` (``<b>.compact`` for compaction batches).
+
+``v1`` then one JSON object per line (``FileEntry`` for sources: path/timestamp/batchId;
+``SinkFileStatus`` for sinks: path/size/isDir/modificationTime/.../action).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ckptfix.errors import FormatError
+from ckptfix.formats.text import dumps, parse_json_object, parse_version, split_lines
+
+MAX_KNOWN_VERSION = 1
+COMPACT_SUFFIX = ".compact"
+
+
+@dataclass(frozen=True)
+class CompactLogFile:
+    version: int
+    entries: tuple[dict[str, Any], ...]
+
+
+def parse(data: bytes, path: str = "<log>") -> CompactLogFile:
+    lines = split_lines(data)
+    if not lines:
+        raise FormatError(path, 0, "a file log entry", "an empty file", kind="empty")
+    version = parse_version(path, lines[0], MAX_KNOWN_VERSION)
+    entries = tuple(parse_json_object(path, ln, "a file entry") for ln in lines[1:] if ln.data.strip())
+    return CompactLogFile(version, entries)
+
+
+def dump(log: CompactLogFile) -> bytes:
+    return "\n".join([f"v{log.version}", *(dumps(e) for e in log.entries)]).encode()
+
+
+def is_compaction_batch(batch_id: int, interval: int) -> bool:
+    return (batch_id + 1) % interval == 0
+
+
+def derive_compact_interval(compaction_ids: list[int], default: int = 10) -> int:
+    """The interval an existing log was written with (``deriveCompactInterval``): the gap
+    between the two newest compaction batches, else the default."""
+    ids = sorted(compaction_ids)
+    if len(ids) >= 2:
+        return ids[-1] - ids[-2]
+    if len(ids) == 1:
+        # one compaction at b means (b+1) % interval == 0; the default wins if it fits
+        n = ids[0] + 1
+        if n % default == 0:
+            return default
+        return n
+    return default

@@ -1,0 +1,122 @@
+"""``offsets/<batch>``: the write-ahead offset log (``OffsetSeqLog``).
+
+v1 (all Spark versions)::
+
+    v1
+    {"batchWatermarkMs":..,"batchTimestampMs":..,"conf":{..}}   <- may be an empty line
+    <source 0 offset JSON or "-">
+    ...
+
+v2 (``OffsetMap``, readable from Spark 4.2): metadata is mandatory and each source line is
+``<sourceId>:<offset JSON or ->``, split at the first colon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ckptfix.errors import FormatError
+from ckptfix.formats.text import Line, dumps, parse_json_object, parse_version, preview, split_lines
+
+MAX_KNOWN_VERSION = 2
+VOID_OFFSET = "-"  # SERIALIZED_VOID_OFFSET: a source without an offset yet
+_KNOWN_META = ("batchWatermarkMs", "batchTimestampMs", "conf")
+
+
+@dataclass(frozen=True)
+class OffsetSeqMetadata:
+    batch_watermark_ms: int = 0
+    batch_timestamp_ms: int = 0
+    conf: dict[str, str] = field(default_factory=dict)
+    #: every other key (sourceMetadataInfo, controlBatchInfo, keys of newer Sparks), kept
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "batchWatermarkMs": self.batch_watermark_ms,
+            "batchTimestampMs": self.batch_timestamp_ms,
+            "conf": dict(self.conf),
+        }
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    source_id: str  # ordinal ("0", "1", ...) or the 4.2+ source name
+    json: str | None  # raw offset JSON text as written; None for "-"
+
+
+@dataclass(frozen=True)
+class OffsetFileV1:
+    metadata: OffsetSeqMetadata | None
+    offsets: tuple[SourceOffset, ...]
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class OffsetFileV2:
+    metadata: OffsetSeqMetadata
+    offsets: tuple[SourceOffset, ...]
+    version: int = 2
+
+
+OffsetFile = Union[OffsetFileV1, OffsetFileV2]
+
+
+def _metadata(path: str, line: Line) -> OffsetSeqMetadata:
+    obj = parse_json_object(path, line, "offset-log metadata JSON")
+    conf = obj.get("conf", {})
+    if not isinstance(conf, dict):
+        raise FormatError(path, line.offset, "'conf' as a JSON object", preview(dumps(conf)), kind="invalid-json")
+    try:
+        wm = int(obj.get("batchWatermarkMs", 0))
+        ts = int(obj.get("batchTimestampMs", 0))
+    except (TypeError, ValueError):
+        raise FormatError(
+            path, line.offset, "numeric batchWatermarkMs/batchTimestampMs", preview(line.data), kind="invalid-json"
+        ) from None
+    extra = {k: v for k, v in obj.items() if k not in _KNOWN_META}
+    return OffsetSeqMetadata(wm, ts, {str(k): str(v) for k, v in conf.items()}, extra)
+
+
+def parse(data: bytes, path: str = "<offsets>") -> OffsetFile:
+    lines = split_lines(data)
+    if not lines:
+        raise FormatError(path, 0, "an offset log entry", "an empty file", kind="empty")
+    version = parse_version(path, lines[0], MAX_KNOWN_VERSION)
+    if len(lines) < 2:
+        raise FormatError(
+            path, len(data), "a metadata line after the version line", "the end of the file", kind="header-only"
+        )
+    meta_line = lines[1]
+    meta: OffsetSeqMetadata | None = None
+    if meta_line.data.strip():
+        meta = _metadata(path, meta_line)
+    body = lines[2:]
+    if version == 1:
+        offsets = tuple(
+            SourceOffset(str(i), None if ln.text == VOID_OFFSET else ln.text) for i, ln in enumerate(body)
+        )
+        return OffsetFileV1(meta, offsets)
+    if meta is None:
+        raise FormatError(path, meta_line.offset, "metadata JSON (mandatory in v2)", "an empty line", kind="empty-metadata")
+    v2_offsets = []
+    for ln in body:
+        text = ln.text
+        if ":" not in text:
+            raise FormatError(path, ln.offset, "'<sourceId>:<offset>'", preview(text), kind="v2-no-colon")
+        sid, _, raw = text.partition(":")
+        v2_offsets.append(SourceOffset(sid, None if raw == VOID_OFFSET else raw))
+    return OffsetFileV2(meta, tuple(v2_offsets))
+
+
+def dump(entry: OffsetFile) -> bytes:
+    """Bytes as Spark writes them: no trailing newline."""
+    meta = "" if entry.metadata is None else dumps(entry.metadata.to_json())
+    lines = [f"v{entry.version}", meta]
+    for o in entry.offsets:
+        value = VOID_OFFSET if o.json is None else o.json
+        lines.append(value if entry.version == 1 else f"{o.source_id}:{value}")
+    return "\n".join(lines).encode("utf-8")

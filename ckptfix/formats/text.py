@@ -1,0 +1,91 @@
+"""Shared rules of Spark's text logs (offsets, commits, source/sink logs, operator metadata).
+
+Spark reads them with Scala ``Source.getLines``: lines end at ``\\n``, ``\\r\\n`` or ``\\r``,
+and a trailing terminator does not create an empty last line. The first line is a version
+header ``v<positive int>`` (``MetadataVersionUtil``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ckptfix.errors import FormatError, UnsupportedVersion
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_PREVIEW = 40
+
+
+@dataclass(frozen=True)
+class Line:
+    offset: int  # byte offset of the line's first byte in the file
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def split_lines(data: bytes) -> list[Line]:
+    """Split like Scala's getLines, remembering where each line starts."""
+    lines: list[Line] = []
+    start = 0
+    for m in _LINE_END.finditer(data):
+        lines.append(Line(start, data[start : m.start()]))
+        start = m.end()
+    if start < len(data):
+        lines.append(Line(start, data[start:]))
+    return lines
+
+
+def preview(data: bytes | str) -> str:
+    """A short, printable rendering of what was found, for error messages."""
+    if isinstance(data, bytes):
+        text = data.decode("utf-8", errors="backslashreplace")
+    else:
+        text = data
+    if not text:
+        return "nothing"
+    shown = text[:_PREVIEW] + ("..." if len(text) > _PREVIEW else "")
+    return repr(shown)
+
+
+def parse_version(path: str, line: Line | None, max_known: int) -> int:
+    """Parse the ``v<N>`` header. Raises FormatError(kind='malformed-version') or
+    UnsupportedVersion when N is above what this format knows."""
+    if line is None:
+        raise FormatError(path, 0, "a version line 'v<N>'", "an empty file", kind="empty")
+    text = line.data.strip()
+    ok = text.startswith(b"v") and text[1:].isdigit() and int(text[1:]) > 0
+    if not ok:
+        raise FormatError(
+            path, line.offset, "a version line 'v<N>'", preview(line.data), kind="malformed-version"
+        )
+    version = int(text[1:])
+    if version > max_known:
+        raise UnsupportedVersion(path, line.offset, f"a log version up to v{max_known}", version)
+    return version
+
+
+def parse_json_object(path: str, line: Line, what: str) -> dict[str, Any]:
+    """Parse one line as a JSON object; failures name the byte where JSON broke."""
+    text = line.data.decode("utf-8", errors="replace")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        at_end = exc.pos >= len(text.rstrip())
+        kind = "truncated-json" if at_end else "invalid-json"
+        found = "the end of the line" if at_end else preview(text[exc.pos : exc.pos + _PREVIEW])
+        raise FormatError(
+            path, line.offset + len(text[: exc.pos].encode()), f"{what} ({exc.msg})", found, kind=kind
+        ) from None
+    if not isinstance(value, dict):
+        raise FormatError(path, line.offset, f"{what} as a JSON object", preview(text), kind="invalid-json")
+    return value
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON the way json4s/Jackson write it (no spaces)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

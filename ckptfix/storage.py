@@ -1,0 +1,176 @@
+"""The only module that talks to fsspec: a checkpoint root as a :class:`Location`.
+
+Design rules (see STYLE.md): list a tree once, read only what is asked, count what was
+done (so audits can prove they read the tail and not everything), keep storage errors as
+Python's own ``FileNotFoundError`` / ``PermissionError`` with the full URL in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ckptfix.errors import MissingExtra, UsageError
+
+ENV_STORAGE_OPTIONS = "CKPTFIX_STORAGE_OPTIONS"
+
+
+@dataclass(frozen=True)
+class Entry:
+    size: int
+    mtime: float | None  # seconds since the epoch, when the store reports it
+    is_dir: bool = False
+
+
+@dataclass
+class IOStats:
+    list_calls: int = 0
+    entries_listed: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    paths_read: list[str] = field(default_factory=list)
+
+
+def parse_storage_options(pairs: list[str], endpoint_url: str | None = None) -> dict[str, Any]:
+    """``key=value`` pairs from the CLI (dotted keys nest, values parse as JSON when they
+    can), on top of the JSON object in $CKPTFIX_STORAGE_OPTIONS."""
+    options: dict[str, Any] = {}
+    env = os.environ.get(ENV_STORAGE_OPTIONS)
+    if env:
+        try:
+            loaded = json.loads(env)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"${ENV_STORAGE_OPTIONS}: expected a JSON object, found invalid JSON ({exc.msg})") from None
+        if not isinstance(loaded, dict):
+            raise UsageError(f"${ENV_STORAGE_OPTIONS}: expected a JSON object, found {type(loaded).__name__}")
+        options.update(loaded)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--storage-option: expected key=value, found {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        *parents, leaf = key.split(".")
+        if not all(parents) or not leaf:
+            raise UsageError(f"--storage-option: empty part in the dotted key {key!r}")
+        target = options
+        for p in parents:
+            target = target.setdefault(p, {})
+            if not isinstance(target, dict):
+                raise UsageError(f"--storage-option {pair!r}: {p!r} is already set to a value, not an object")
+        target[leaf] = value
+    if endpoint_url:
+        client_kwargs = options.setdefault("client_kwargs", {})
+        if not isinstance(client_kwargs, dict):
+            raise UsageError("--endpoint-url: storage option 'client_kwargs' is set to a value, not an object")
+        client_kwargs["endpoint_url"] = endpoint_url
+    return options
+
+
+def _mtime(info: Mapping[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, datetime):
+            return value.timestamp()
+    return None
+
+
+def _fs_for(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
+    import fsspec
+
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    if protocol in ("s3", "s3a"):
+        try:
+            import s3fs  # noqa: F401
+        except ImportError:
+            raise MissingExtra("s3fs", "s3") from None
+        if protocol == "s3a":  # Spark's scheme for the same objects
+            url = "s3://" + url.split("://", 1)[1]
+    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
+    return fs, path.rstrip("/") or "/"
+
+
+class Location:
+    """A checkpoint root (or any directory) on some filesystem."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.storage_options: dict[str, Any] = dict(storage_options or {})
+        self.fs, self.root = _fs_for(url, self.storage_options)
+        self.url = url.rstrip("/") if "://" in url else os.path.abspath(url)
+        self.stats = IOStats()
+
+    # -- paths -----------------------------------------------------------------------
+    def path(self, rel: str) -> str:
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def display(self, rel: str) -> str:
+        """How a file is named to the user: the URL they gave plus the relative path."""
+        return f"{self.url}/{rel}" if rel else self.url
+
+    # -- errors ----------------------------------------------------------------------
+    def _storage_error(self, rel: str, exc: BaseException) -> OSError:
+        where = self.display(rel)
+        if isinstance(exc, FileNotFoundError):
+            return FileNotFoundError(f"{where}: no such file or directory")
+        if isinstance(exc, PermissionError):
+            return PermissionError(f"{where}: permission denied")
+        if isinstance(exc, IsADirectoryError):
+            return IsADirectoryError(f"{where}: expected a file, found a directory")
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return OSError(f"{where}: storage error: {text}")
+
+    # -- listing and reading -----------------------------------------------------------
+    def list_tree(self, rel: str = "") -> dict[str, Entry]:
+        """Every file and directory below ``rel`` (relative posix paths), in one listing."""
+        base = self.path(rel)
+        try:
+            info = self.fs.info(base)
+        except Exception as exc:  # noqa: BLE001 - normalised below
+            raise self._storage_error(rel, exc) from None
+        if info.get("type") != "directory":
+            raise NotADirectoryError(f"{self.display(rel)}: expected a directory, found a file")
+        try:
+            found = self.fs.find(base, withdirs=True, detail=True)
+        except Exception as exc:  # noqa: BLE001
+            raise self._storage_error(rel, exc) from None
+        self.stats.list_calls += 1
+        prefix = self.root.rstrip("/") + "/"
+        out: dict[str, Entry] = {}
+        for name, meta in found.items():
+            name = name.rstrip("/")
+            if not name.startswith(prefix) or name == base.rstrip("/"):  # below ``rel``, not rel itself
+                continue
+            out[name[len(prefix) :]] = Entry(
+                int(meta.get("size") or 0), _mtime(meta), meta.get("type") == "directory"
+            )
+        self.stats.entries_listed += len(out)
+        return out
+
+    def read(self, rel: str) -> bytes:
+        try:
+            data: bytes = self.fs.cat_file(self.path(rel))
+        except Exception as exc:  # noqa: BLE001
+            raise self._storage_error(rel, exc) from None
+        self.stats.files_read += 1
+        self.stats.bytes_read += len(data)
+        self.stats.paths_read.append(rel)
+        return data
+
+    def exists(self, rel: str) -> bool:
+        try:
+            return bool(self.fs.exists(self.path(rel)))
+        except Exception as exc:  # noqa: BLE001
+            raise self._storage_error(rel, exc) from None
+
+
+def open_location(url: str, storage_options: Mapping[str, Any] | None = None) -> Location:
+    return Location(url, storage_options)
