@@ -49,7 +49,8 @@ def preview(data: bytes | str) -> str:
     if not text:
         return "nothing"
     shown = text[:_PREVIEW] + ("..." if len(text) > _PREVIEW else "")
-    return repr(shown)
+    shown = shown.replace("\n", "\\n").replace("\r", "\\r")
+    return f"'{shown}'"
 
 
 def parse_version(path: str, line: Line | None, max_known: int) -> int:

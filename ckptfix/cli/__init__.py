@@ -1,0 +1,1 @@
+"""The ``ckptfix`` command line: thin typer commands, one module per command group."""

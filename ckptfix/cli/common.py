@@ -1,0 +1,96 @@
+"""What every command shares: output format, storage options, error handling, progress."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ckptfix.errors import CkptfixError
+from ckptfix.render import jsonout
+from ckptfix.storage import parse_storage_options
+
+T = TypeVar("T")
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+FormatOption = typer.Option(Format.text, "--format", "-f", help="Output format: text (rich) or json.")
+StorageOption = typer.Option(
+    [], "--storage-option", "-o", metavar="KEY=VALUE",
+    help="fsspec storage option (repeat; dotted keys nest, values parse as JSON). Also $CKPTFIX_STORAGE_OPTIONS.",
+)
+EndpointOption = typer.Option(None, "--endpoint-url", help="S3-compatible endpoint URL (sets client_kwargs.endpoint_url).")
+QuietOption = typer.Option(False, "--quiet", "-q", help="No progress on stderr.")
+
+
+def out() -> Console:
+    return Console(file=sys.stdout, soft_wrap=False)
+
+
+def err() -> Console:
+    return Console(file=sys.stderr)
+
+
+def fail(fmt: Format, message: str, kind: str) -> NoReturn:
+    """One line (or one JSON document) and exit 2."""
+    if fmt is Format.json:
+        print(jsonout.error(message, kind))
+    else:
+        err().print(f"ckptfix: error: {message}", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def guarded(fmt: Format, fn: Callable[[], T]) -> T:
+    """Run a library call; turn every expected failure into one clear line and exit 2."""
+    try:
+        return fn()
+    except CkptfixError as exc:
+        fail(fmt, str(exc), type(exc).__name__)
+    except OSError as exc:  # storage: FileNotFoundError, PermissionError, unreachable store
+        fail(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
+    except KeyboardInterrupt:
+        fail(fmt, "interrupted", "Interrupted")
+
+
+def storage_options(fmt: Format, pairs: list[str], endpoint: str | None) -> dict[str, Any]:
+    return guarded(fmt, lambda: parse_storage_options(pairs, endpoint))
+
+
+class RichObserver:
+    """Progress on stderr for long scans; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.progress: Progress | None = None
+        self.task: Any = None
+
+    def __enter__(self) -> RichObserver:
+        if self.enabled:
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(), console=err(), transient=True)
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        if self.progress is None:
+            return
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(name, total=total)
+
+    def advance(self, n: int = 1) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.advance(self.task, n)

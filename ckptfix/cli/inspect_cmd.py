@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import typer
+
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, guarded, out, storage_options
+from ckptfix.inspect import inspect_checkpoint
+from ckptfix.render import jsonout, text
+
+
+def inspect(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location: a path, file://, s3://bucket/prefix, memory://"),
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Show what a checkpoint holds: query id, recorded conf, batches, sources, state."""
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    result = guarded(fmt, lambda: inspect_checkpoint(Checkpoint.open(checkpoint, opts)))
+    if fmt is Format.json:
+        print(jsonout.inspection(result))
+    else:
+        text.inspection(result, out())

@@ -1,0 +1,165 @@
+"""What is in a checkpoint, as data: the facts `ckptfix inspect` shows.
+
+Reads only the tail: ``metadata``, the latest offset and commit files, the latest committed
+offset file and operator metadata. Damaged files become ``problems`` entries, never crashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix import layout
+from ckptfix.checkpoint import Checkpoint, LogDir
+from ckptfix.errors import FormatError
+from ckptfix.formats import opmeta
+
+RELEVANT_CONF = {
+    "spark.sql.shuffle.partitions": "shuffle_partitions",
+    "spark.sql.streaming.stateStore.providerClass": "state_store_provider",
+    "spark.sql.streaming.stateStore.compression.codec": "state_codec",
+    "spark.sql.streaming.stateStore.encodingFormat": "state_encoding",
+    "spark.sql.streaming.stateStore.rocksdb.formatVersion": "rocksdb_format_version",
+    "spark.sql.streaming.multipleWatermarkPolicy": "watermark_policy",
+}
+
+
+@dataclass
+class LogSummary:
+    count: int
+    first: int | None
+    last: int | None
+    gaps: list[int]
+    noncanonical: list[str]
+    temp_files: int
+
+
+@dataclass
+class SourceSummary:
+    id: str
+    committed_offset: str | None  # raw offset JSON at the latest commit
+    planned_offset: str | None  # raw offset JSON at the latest offset
+    log_entries: int | None  # file source log files, if this source has one
+    log_latest: int | None
+
+
+@dataclass
+class OperatorSummary:
+    id: int
+    name: str | None
+    provider: str
+    partitions: int
+    stores: list[str]
+    versions: dict[str, list[int]]  # kind -> [min, max] over all partitions
+    files: int
+    bytes: int
+
+
+@dataclass
+class Inspection:
+    checkpoint: str
+    query_id: str | None
+    conf: dict[str, str]
+    settings: dict[str, Any]
+    offsets: LogSummary
+    commits: LogSummary
+    last_committed_batch: int | None
+    sources: list[SourceSummary]
+    operators: list[OperatorSummary]
+    total_files: int
+    total_bytes: int
+    problems: list[str] = field(default_factory=list)
+
+
+def _summary(log: LogDir) -> LogSummary:
+    ids = sorted(log.files)
+    gaps = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids)) if ids else []
+    return LogSummary(len(ids), ids[0] if ids else None, ids[-1] if ids else None, gaps,
+                      sorted(log.noncanonical.values()), len(log.temp))
+
+
+def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
+    problems: list[str] = []
+    qid = None
+    if ckpt.metadata_rel:
+        try:
+            qid = ckpt.query_metadata().id
+        except FormatError as exc:
+            problems.append(str(exc))
+    else:
+        problems.append(f"{ckpt.display(layout.METADATA)}: no query metadata file")
+    L, K = ckpt.offsets.latest, ckpt.commits.latest
+    latest = committed = None
+    for b, label in ((L, "latest"), (K, "committed")):
+        if b is None or b not in ckpt.offsets.files:
+            continue
+        try:
+            entry = ckpt.offset(b)
+        except FormatError as exc:
+            if str(exc) not in problems:
+                problems.append(str(exc))
+            continue
+        if label == "latest":
+            latest = entry
+        else:
+            committed = entry
+    conf = dict(latest.metadata.conf) if latest and latest.metadata else ckpt.recorded_conf()
+    settings: dict[str, Any] = {name: conf.get(key) for key, name in RELEVANT_CONF.items()}
+    settings["offset_log_version"] = latest.version if latest else None
+    commit_version = None
+    ckpt_format = 1
+    if K is not None and K in ckpt.commits.files:
+        try:
+            c = ckpt.commit(K)
+            commit_version = c.version
+            if c.state_unique_ids:
+                ckpt_format = 2
+        except FormatError as exc:
+            problems.append(str(exc))
+    stores = [s for op in ckpt.state.operators.values() for st in op.partitions.values() for s in st.values()]
+    if any(uid for s in stores for (_, _, uid) in s.files):
+        ckpt_format = 2
+    settings["commit_log_version"] = commit_version
+    settings["state_checkpoint_format"] = ckpt_format if stores else None
+    settings["changelog_checkpointing"] = (
+        any(k == "changelog" for s in stores for (k, _, _) in s.files) if any(s.provider == "rocksdb" for s in stores) else None
+    )
+    O, C = set(ckpt.offsets.files), set(ckpt.commits.files)
+    sparse = bool(O) and (max(O) - min(O) + 1) > len(O) and len(O ^ C) <= 2 and not ckpt.state.operators
+    settings["async_progress_tracking"] = "likely (sparse offset and commit logs)" if sparse else "no evidence"
+    if latest is not None:
+        settings["batch_watermark_ms"] = latest.metadata.batch_watermark_ms if latest.metadata else None
+
+    sources: list[SourceSummary] = []
+    ids = [o.source_id for o in latest.offsets] if latest else sorted(ckpt.sources)
+    for sid in ids:
+        planned = next((o.json for o in latest.offsets if o.source_id == sid), None) if latest else None
+        done = next((o.json for o in committed.offsets if o.source_id == sid), None) if committed else None
+        log = ckpt.sources.get(sid)
+        sources.append(SourceSummary(sid, done, planned, len(log.files) if log else None, log.latest if log else None))
+
+    operators: list[OperatorSummary] = []
+    for op_id, op in sorted(ckpt.state.operators.items()):
+        name = None
+        if op.metadata_v1 or op.metadata_v2:
+            rel = op.metadata_v1 or op.metadata_v2[max(op.metadata_v2)]
+            try:
+                name = opmeta.parse(ckpt.read(rel), ckpt.display(rel)).operator_name
+            except FormatError as exc:
+                problems.append(str(exc))
+        versions: dict[str, list[int]] = {}
+        op_stores = [s for st in op.partitions.values() for s in st.values()]
+        for s in op_stores:
+            for kind, v, _ in s.files:
+                lo_hi = versions.setdefault(kind, [v, v])
+                lo_hi[0], lo_hi[1] = min(lo_hi[0], v), max(lo_hi[1], v)
+        prefix = op.rel + "/"
+        files = [e for p, e in ckpt.entries.items() if p.startswith(prefix) and not e.is_dir]
+        kinds = {s.provider for s in op_stores} - {"unknown"}
+        operators.append(OperatorSummary(op_id, name, ",".join(sorted(kinds)) or "unknown", len(op.partitions),
+                                         op.store_names, versions, len(files), sum(e.size for e in files)))
+    files = [e for e in ckpt.entries.values() if not e.is_dir]
+    return Inspection(
+        ckpt.location.url, qid, conf, settings, _summary(ckpt.offsets), _summary(ckpt.commits), K,
+        sources, operators, len(files), sum(e.size for e in files), problems,
+    )

@@ -1,0 +1,79 @@
+"""Human renderer (rich). Never the only way to see a result: JSON shows the same."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ckptfix.audit.model import Report
+from ckptfix.inspect import Inspection
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def report(r: Report, console: Console) -> None:
+    v = r.verdict
+    style = "bold green" if v.restarts and not v.hazards else "bold red"
+    console.print(f"[{style}]{v.headline}[/]", highlight=False, soft_wrap=True)
+    console.print(f"checkpoint: {r.checkpoint}", highlight=False, soft_wrap=True)
+    facts = r.facts
+    console.print(
+        f"latest offset {facts.get('latest_offset')}, latest commit {facts.get('latest_commit')}, "
+        f"next batch {facts.get('next_batch')}, state version to load {facts.get('state_version')}",
+        highlight=False,
+    )
+    if not r.findings:
+        console.print("no findings")
+    for f in r.findings:
+        blocker = " (restart blocker)" if v.blocking_rule == f.rule_id and f.spark_error is v.error else ""
+        console.print(f"\n[{_STYLE[f.severity]}]{f.severity.upper()}[/] {f.rule_id}{blocker}: {f.title}", highlight=False)
+        console.print(f"  {f.message}", highlight=False, soft_wrap=True)
+        for e in f.evidence:
+            parts = [e.path]
+            if e.offset is not None:
+                parts.append(f"byte {e.offset}")
+            if e.expected is not None:
+                parts.append(f"expected {e.expected}")
+            if e.found is not None:
+                parts.append(f"found {e.found}")
+            if e.note:
+                parts.append(e.note)
+            console.print("  - " + ", ".join(parts), highlight=False, soft_wrap=True)
+        if f.spark_error is not None:
+            console.print(f"  Spark raises: {f.spark_error.headline}", highlight=False, soft_wrap=True)
+        if f.fix:
+            console.print(f"  fix: {f.fix}", highlight=False, soft_wrap=True)
+    for s in r.skipped:
+        console.print(f"skipped {s.rule_id}: {s.reason}", highlight=False)
+
+
+def inspection(i: Inspection, console: Console) -> None:
+    console.print(f"[bold]checkpoint[/] {i.checkpoint}", highlight=False, soft_wrap=True)
+    console.print(f"query id: {i.query_id or '(unknown)'}", highlight=False)
+    t = Table("setting", "value", title="recorded configuration", title_justify="left")
+    for k, v in i.settings.items():
+        t.add_row(k, "-" if v is None else str(v))
+    console.print(t)
+    logs = Table("log", "files", "first", "last", "gaps", "temp files", title="logs", title_justify="left")
+    for name, s in (("offsets", i.offsets), ("commits", i.commits)):
+        gaps = ", ".join(map(str, s.gaps[:8])) + (" ..." if len(s.gaps) > 8 else "")
+        logs.add_row(name, str(s.count), str(s.first), str(s.last), gaps or "-", str(s.temp_files))
+    console.print(logs)
+    console.print(f"last committed batch: {i.last_committed_batch}", highlight=False)
+    if i.sources:
+        src = Table("source", "committed offset", "planned offset", "source log", title="sources", title_justify="left")
+        for s in i.sources:
+            log = "-" if s.log_entries is None else f"{s.log_entries} files, latest {s.log_latest}"
+            src.add_row(s.id, s.committed_offset or "-", s.planned_offset or "-", log)
+        console.print(src)
+    if i.operators:
+        ops = Table("operator", "name", "provider", "partitions", "stores", "versions", "files", "bytes",
+                    title="state", title_justify="left")
+        for o in i.operators:
+            vers = "; ".join(f"{k} {lo}..{hi}" for k, (lo, hi) in sorted(o.versions.items()))
+            ops.add_row(str(o.id), o.name or "-", o.provider, str(o.partitions), ", ".join(o.stores), vers or "-",
+                        str(o.files), str(o.bytes))
+        console.print(ops)
+    console.print(f"{i.total_files} files, {i.total_bytes} bytes", highlight=False)
+    for p in i.problems:
+        console.print(f"[yellow]problem[/] {p}", highlight=False, soft_wrap=True)
