@@ -269,7 +269,7 @@ class Checkpoint:
         value = self._parsed[key]
         if isinstance(value, FormatError):
             raise value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def offset(self, batch_id: int) -> offsetlog.OffsetFile:
         return self._parse(self.offsets.path_of(batch_id), offsetlog.parse)

@@ -17,9 +17,7 @@ class FormatError(CkptfixError):
     ``offset`` is the byte offset in the file where the problem applies.
     """
 
-    def __init__(
-        self, path: str, offset: int, expected: str, found: str, kind: str = "format"
-    ) -> None:
+    def __init__(self, path: str, offset: int, expected: str, found: str, kind: str = "format") -> None:
         self.path = path
         self.offset = offset
         self.expected = expected
@@ -59,6 +57,4 @@ class MissingExtra(CkptfixError):
     def __init__(self, module: str, extra: str) -> None:
         self.module = module
         self.extra = extra
-        super().__init__(
-            f"this needs the '{module}' package: pip install 'ckptfix[{extra}]'"
-        )
+        super().__init__(f"this needs the '{module}' package: pip install 'ckptfix[{extra}]'")

@@ -74,8 +74,14 @@ class Inspection:
 def _summary(log: LogDir) -> LogSummary:
     ids = sorted(log.files)
     gaps = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids)) if ids else []
-    return LogSummary(len(ids), ids[0] if ids else None, ids[-1] if ids else None, gaps,
-                      sorted(log.noncanonical.values()), len(log.temp))
+    return LogSummary(
+        len(ids),
+        ids[0] if ids else None,
+        ids[-1] if ids else None,
+        gaps,
+        sorted(log.noncanonical.values()),
+        len(log.temp),
+    )
 
 
 def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
@@ -122,7 +128,9 @@ def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
     settings["commit_log_version"] = commit_version
     settings["state_checkpoint_format"] = ckpt_format if stores else None
     settings["changelog_checkpointing"] = (
-        any(k == "changelog" for s in stores for (k, _, _) in s.files) if any(s.provider == "rocksdb" for s in stores) else None
+        any(k == "changelog" for s in stores for (k, _, _) in s.files)
+        if any(s.provider == "rocksdb" for s in stores)
+        else None
     )
     O, C = set(ckpt.offsets.files), set(ckpt.commits.files)
     sparse = bool(O) and (max(O) - min(O) + 1) > len(O) and len(O ^ C) <= 2 and not ckpt.state.operators
@@ -156,10 +164,30 @@ def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
         prefix = op.rel + "/"
         files = [e for p, e in ckpt.entries.items() if p.startswith(prefix) and not e.is_dir]
         kinds = {s.provider for s in op_stores} - {"unknown"}
-        operators.append(OperatorSummary(op_id, name, ",".join(sorted(kinds)) or "unknown", len(op.partitions),
-                                         op.store_names, versions, len(files), sum(e.size for e in files)))
+        operators.append(
+            OperatorSummary(
+                op_id,
+                name,
+                ",".join(sorted(kinds)) or "unknown",
+                len(op.partitions),
+                op.store_names,
+                versions,
+                len(files),
+                sum(e.size for e in files),
+            )
+        )
     files = [e for e in ckpt.entries.values() if not e.is_dir]
     return Inspection(
-        ckpt.location.url, qid, conf, settings, _summary(ckpt.offsets), _summary(ckpt.commits), K,
-        sources, operators, len(files), sum(e.size for e in files), problems,
+        ckpt.location.url,
+        qid,
+        conf,
+        settings,
+        _summary(ckpt.offsets),
+        _summary(ckpt.commits),
+        K,
+        sources,
+        operators,
+        len(files),
+        sum(e.size for e in files),
+        problems,
     )

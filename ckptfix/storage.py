@@ -45,7 +45,9 @@ def parse_storage_options(pairs: list[str], endpoint_url: str | None = None) -> 
         try:
             loaded = json.loads(env)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"${ENV_STORAGE_OPTIONS}: expected a JSON object, found invalid JSON ({exc.msg})") from None
+            raise UsageError(
+                f"${ENV_STORAGE_OPTIONS}: expected a JSON object, found invalid JSON ({exc.msg})"
+            ) from None
         if not isinstance(loaded, dict):
             raise UsageError(f"${ENV_STORAGE_OPTIONS}: expected a JSON object, found {type(loaded).__name__}")
         options.update(loaded)
@@ -138,6 +140,13 @@ class Location:
             raise self._storage_error(rel, exc) from None
         if info.get("type") != "directory":
             raise NotADirectoryError(f"{self.display(rel)}: expected a directory, found a file")
+        if self.is_local:
+            # fsspec's local find skips directories it cannot read; a checkpoint that looks
+            # empty because of permissions would be a silently wrong answer, so walk ourselves
+            local = self._walk_local(rel)
+            self.stats.list_calls += 1
+            self.stats.entries_listed += len(local)
+            return local
         try:
             found = self.fs.find(base, withdirs=True, detail=True)
         except Exception as exc:  # noqa: BLE001
@@ -149,10 +158,31 @@ class Location:
             name = name.rstrip("/")
             if not name.startswith(prefix) or name == base.rstrip("/"):  # below ``rel``, not rel itself
                 continue
-            out[name[len(prefix) :]] = Entry(
-                int(meta.get("size") or 0), _mtime(meta), meta.get("type") == "directory"
-            )
+            out[name[len(prefix) :]] = Entry(int(meta.get("size") or 0), _mtime(meta), meta.get("type") == "directory")
         self.stats.entries_listed += len(out)
+        return out
+
+    @property
+    def is_local(self) -> bool:
+        protocol = self.fs.protocol
+        return "file" in (protocol if isinstance(protocol, (tuple, list)) else (protocol,))
+
+    def _walk_local(self, rel: str) -> dict[str, Entry]:
+        out: dict[str, Entry] = {}
+        pending = [rel]
+        while pending:
+            current = pending.pop()
+            try:
+                with os.scandir(self.path(current)) as it:
+                    for d in it:
+                        child = f"{current}/{d.name}" if current else d.name
+                        st = d.stat(follow_symlinks=True)
+                        is_dir = d.is_dir(follow_symlinks=True)
+                        out[child] = Entry(0 if is_dir else st.st_size, st.st_mtime, is_dir)
+                        if is_dir:
+                            pending.append(child)
+            except OSError as exc:
+                raise self._storage_error(current, exc) from None
         return out
 
     def read(self, rel: str) -> bytes:

@@ -18,27 +18,35 @@ from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats import hadoopcrc
 
 META_MISSING = define(
-    "META-MISSING", "error", "The query's metadata file is missing",
+    "META-MISSING",
+    "error",
+    "The query's metadata file is missing",
     "Spark keeps the query id in `metadata`. Without it, Spark 3.5-4.1 silently start a NEW query id "
     "(exactly-once sinks keyed on the query id then write duplicates); Spark 4.2+ refuses to start with "
     "STREAMING_CHECKPOINT_MISSING_METADATA_FILE while the logs hold batches.",
-    "Restore `metadata` with the original id ({\"id\":\"<uuid>\"}, no newline) from a backup or the driver "
+    'Restore `metadata` with the original id ({"id":"<uuid>"}, no newline) from a backup or the driver '
     "log (`ckptfix repair --query-id`).",
 )
 META_UNREADABLE = define(
-    "META-UNREADABLE", "error", "The query's metadata file cannot be parsed",
+    "META-UNREADABLE",
+    "error",
+    "The query's metadata file cannot be parsed",
     "`start()` parses `metadata` synchronously and fails on an empty, truncated or id-less file.",
     "Restore `metadata` from a backup, or rewrite it with the original query id.",
 )
 LOG_UNREADABLE = define(
-    "LOG-UNREADABLE", "error", "A log file that restart reads is damaged",
+    "LOG-UNREADABLE",
+    "error",
+    "A log file that restart reads is damaged",
     "The latest offset file, its predecessor and the latest commit file are parsed at restart. An empty "
     "file (crash mid-write), a cut-off JSON line, a bad version header or a missing metadata line stop "
     "the query.",
     "Remove the damaged latest entry so Spark re-plans it (`ckptfix repair`), or restore it from a backup.",
 )
 LOG_VERSION = define(
-    "LOG-VERSION-TOO-NEW", "error", "A log file has a version the target Spark cannot read",
+    "LOG-VERSION-TOO-NEW",
+    "error",
+    "A log file has a version the target Spark cannot read",
     "Offset log v2 is readable from Spark 4.2; commit log v2/v3 from 4.2 (4.0/4.1 only read the version "
     "of spark.sql.streaming.stateStore.checkpointFormatVersion). Older Sparks fail with INVALID_LOG_VERSION "
     "(UnsupportedLogVersion on 3.5).",
@@ -46,13 +54,17 @@ LOG_VERSION = define(
     "(`ckptfix migrate`).",
 )
 LOG_NO_BATCH_METADATA = define(
-    "LOG-NO-BATCH-METADATA", "error", "The latest offset file has an empty metadata line",
+    "LOG-NO-BATCH-METADATA",
+    "error",
+    "The latest offset file has an empty metadata line",
     "Without OffsetSeqMetadata Spark never sets up its watermark tracker and fails with a "
     "NullPointerException on restart.",
     "Rewrite the metadata line from the previous offset file's metadata (`ckptfix repair`).",
 )
 LOG_ASYNC_GAP = define(
-    "LOG-ASYNC-GAP", "error", "The offset log lacks the entry before the latest batch",
+    "LOG-ASYNC-GAP",
+    "error",
+    "The offset log lacks the entry before the latest batch",
     "A synchronous restart reads offsets/L-1 as the start of batch L. Asynchronous progress tracking "
     "(asyncProgressTrackingEnabled with an interval) writes the logs sparsely, so turning it off without "
     "the documented sequence fails with `IllegalStateException: batch L-1 doesn't exist` (4.2+ with an "
@@ -62,78 +74,104 @@ LOG_ASYNC_GAP = define(
     "batches, stop, restart with it off).",
 )
 LOG_COMMIT_AHEAD = define(
-    "LOG-COMMIT-AHEAD", "error", "The commit log has entries for batches the restart will run again",
+    "LOG-COMMIT-AHEAD",
+    "error",
+    "The commit log has entries for batches the restart will run again",
     "Spark writes commits/b with create-only semantics. A commit file for a batch the restarted query must "
     "still run (commits beyond the latest offset, or the latest offset file gone while its commit stays) "
     "fails with CONCURRENT_STREAM_LOG_UPDATE - after the batch has already reached the sink.",
     "Remove the commit files beyond the latest offset file (`ckptfix repair`), after checking the sink.",
 )
 LOG_COMMITS_NO_OFFSETS = define(
-    "LOG-COMMITS-WITHOUT-OFFSETS", "error", "Commit files exist but the offset log is empty",
+    "LOG-COMMITS-WITHOUT-OFFSETS",
+    "error",
+    "Commit files exist but the offset log is empty",
     "With no offset file Spark starts a new query at batch 0: 4.3 fails an assertion, 4.1/4.2 refuse a "
     "non-empty checkpoint directory, 3.5/4.0 collide with the existing commit files.",
     "Restore the offset log, or clear offsets/, commits/ and state/ for a fresh start (`ckptfix repair`).",
 )
 LOG_NOT_EMPTY = define(
-    "LOG-NOT-EMPTY-ON-START", "error", "The checkpoint has no offsets but its directories are not empty",
+    "LOG-NOT-EMPTY-ON-START",
+    "error",
+    "The checkpoint has no offsets but its directories are not empty",
     "Spark 4.1+ verifies that offsets/, commits/ and state/ list no entries at all (hidden temp and .crc "
     "files included) before batch 0: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY.",
     "Remove the leftover entries (`ckptfix repair` backs them up first).",
 )
 LOG_REPARTITION = define(
-    "LOG-UNFINISHED-REPARTITION", "error", "The latest offset file is an unfinished state repartition",
+    "LOG-UNFINISHED-REPARTITION",
+    "error",
+    "The latest offset file is an unfinished state repartition",
     "Spark 4.2+ refuses to restart when the latest, uncommitted batch changed the number of shuffle "
     "partitions (STREAMING_UNFINISHED_REPARTITION_DETECTED).",
     "Finish or roll back the repartition (`ckptfix rollback --to-batch K`).",
 )
 LOG_COMMIT_GAP = define(
-    "LOG-COMMIT-GAP", "warning", "The latest commit trails the latest offset by more than one batch",
+    "LOG-COMMIT-GAP",
+    "warning",
+    "The latest commit trails the latest offset by more than one batch",
     "Spark re-runs only batch L from offsets/L-1; batches K+1..L-1 are never re-run. That is right after "
     "asynchronous progress tracking (they ran, their commits were in memory) and silent data loss otherwise.",
     "If those batches never ran, roll back to batch K (`ckptfix rollback --to-batch K`).",
 )
 LOG_NONCANONICAL = define(
-    "LOG-NONCANONICAL-NAME", "warning", "A log file name is a number Spark reads but not its canonical form",
+    "LOG-NONCANONICAL-NAME",
+    "warning",
+    "A log file name is a number Spark reads but not its canonical form",
     "Names such as `0007` count as batch 7 when Spark lists the log, but Spark opens `7`: as the latest "
     "entry this fails with FileNotFoundException.",
     "Rename it to its canonical name if that does not exist (`ckptfix repair`).",
 )
 LOG_GAP = define(
-    "LOG-GAP", "info", "Batches are missing in the middle of a log",
+    "LOG-GAP",
+    "info",
+    "Batches are missing in the middle of a log",
     "Only the latest offset file, its predecessor and the latest commit are read at restart; older gaps "
     "are harmless (often purge or async tracking).",
     "Nothing to do.",
 )
 LOG_TEMP = define(
-    "LOG-TEMP-FILE", "info", "Leftover temporary files from an interrupted write",
+    "LOG-TEMP-FILE",
+    "info",
+    "Leftover temporary files from an interrupted write",
     "CheckpointFileManager writes `.<name>.<uuid>.tmp` and renames it; a stopped query can leave one behind. "
     "Readers ignore them, but Spark 4.1+ refuses a fresh start while any entry exists.",
     "Remove them (`ckptfix repair` backs them up).",
 )
 LOG_JUNK = define(
-    "LOG-JUNK", "info", "Files Spark ignores in a log directory",
+    "LOG-JUNK",
+    "info",
+    "Files Spark ignores in a log directory",
     "Names that do not parse as a batch id (and directories named like one) are ignored by Spark.",
     "Move them out of the checkpoint if they are not yours.",
 )
 LOG_CRC = define(
-    "LOG-CRC-MISMATCH", "error", "A log file no longer matches its Hadoop .crc sidecar",
+    "LOG-CRC-MISMATCH",
+    "error",
+    "A log file no longer matches its Hadoop .crc sidecar",
     "The file was edited after Spark wrote it. Spark does NOT verify these sidecars: it restarts with the "
     "edited content and may silently compute wrong results. This is worse than a crash.",
     "Find out who edited the file; restore the original (a ckptfix backup) or, if the edit is intended, "
     "regenerate the sidecar (`ckptfix repair` quarantines it first).",
 )
 LOG_CRC_ORPHAN = define(
-    "LOG-CRC-ORPHAN", "info", "A Hadoop .crc sidecar without its data file",
+    "LOG-CRC-ORPHAN",
+    "info",
+    "A Hadoop .crc sidecar without its data file",
     "Harmless for restart, but it counts as an entry for Spark 4.1+'s empty-directory check.",
     "Remove it (`ckptfix repair`).",
 )
 LOG_VOID = define(
-    "LOG-VOID-OFFSET", "warning", "The latest offset file has a source without an offset ('-')",
+    "LOG-VOID-OFFSET",
+    "warning",
+    "The latest offset file has a source without an offset ('-')",
     "Spark drops that source's end offset and re-reads its range from offsets/L-1 (or its initial offset).",
     "Check that the number and order of the query's sources did not change.",
 )
 LOG_OLD_UNREADABLE = define(
-    "LOG-OLD-UNREADABLE", "warning", "An older log file is damaged",
+    "LOG-OLD-UNREADABLE",
+    "warning",
+    "An older log file is damaged",
     "Restart does not read it, but rollbacks, the state reader and file-source replays may.",
     "Restore it from a backup if you may need to roll back past it.",
 )
@@ -167,7 +205,8 @@ def metadata_file(ctx: AuditContext) -> Iterator[Finding]:
             yield META_MISSING.finding(
                 "metadata is missing while the logs hold batches",
                 [Evidence(ck.display(layout.METADATA), found="no file")],
-                spark_error=E.missing_metadata(), stage=10,
+                spark_error=E.missing_metadata(),
+                stage=10,
             )
         else:
             yield META_MISSING.finding(
@@ -182,7 +221,8 @@ def metadata_file(ctx: AuditContext) -> Iterator[Finding]:
         yield META_UNREADABLE.finding(
             f"metadata cannot be read: expected {exc.expected}, found {exc.found}",
             [Evidence(ck.display(layout.METADATA), exc.offset, exc.expected, exc.found)],
-            spark_error=E.metadata_error(exc), stage=10,
+            spark_error=E.metadata_error(exc),
+            stage=10,
         )
 
 
@@ -198,7 +238,9 @@ def latest_offset(ctx: AuditContext) -> Iterator[Finding]:
         yield LOG_NONCANONICAL.finding(
             f"the latest offset entry is named {rel!r}; Spark opens offsets/{L}, which does not exist",
             [Evidence(ck.display(rel), expected=f"offsets/{L}", found=rel)],
-            severity="error", spark_error=E.file_not_found(f"offsets/{L}"), stage=stage,
+            severity="error",
+            spark_error=E.file_not_found(f"offsets/{L}"),
+            stage=stage,
         )
         return
     entry, exc = ctx.offset_or_error(L)
@@ -210,20 +252,23 @@ def latest_offset(ctx: AuditContext) -> Iterator[Finding]:
         yield LOG_VERSION.finding(
             f"offsets/{L} is v{entry.version}; Spark {t.label} reads offset logs up to v{t.max_offset_version}",
             [Evidence(ck.display(f"offsets/{L}"), 0, f"up to v{t.max_offset_version}", f"v{entry.version}")],
-            spark_error=E.unsupported_version(t, entry.version, t.max_offset_version), stage=stage,
+            spark_error=E.unsupported_version(t, entry.version, t.max_offset_version),
+            stage=stage,
         )
         return
     if entry.metadata is None:
         yield LOG_NO_BATCH_METADATA.finding(
             f"offsets/{L} has an empty metadata line",
             [Evidence(ck.display(f"offsets/{L}"), 3, "OffsetSeqMetadata JSON", "an empty line")],
-            spark_error=E.watermark_npe(), stage=45,
+            spark_error=E.watermark_npe(),
+            stage=45,
         )
     voids = [o.source_id for o in entry.offsets if o.json is None]
     if voids:
         yield LOG_VOID.finding(
             f"offsets/{L} has no offset for source(s) {', '.join(voids)}",
-            [Evidence(ck.display(f"offsets/{L}"), found="-")], silent=True,
+            [Evidence(ck.display(f"offsets/{L}"), found="-")],
+            silent=True,
         )
 
 
@@ -239,7 +284,9 @@ def latest_commit(ctx: AuditContext) -> Iterator[Finding]:
         yield LOG_NONCANONICAL.finding(
             f"the latest commit entry is named {rel!r}; Spark opens commits/{K}, which does not exist",
             [Evidence(ck.display(rel), expected=f"commits/{K}", found=rel)],
-            severity="error", spark_error=E.file_not_found(f"commits/{K}"), stage=stage,
+            severity="error",
+            spark_error=E.file_not_found(f"commits/{K}"),
+            stage=stage,
         )
         return
     entry, exc = ctx.commit_or_error(K)
@@ -252,12 +299,16 @@ def latest_commit(ctx: AuditContext) -> Iterator[Finding]:
         yield LOG_VERSION.finding(
             f"commits/{K} is v{entry.version}; Spark {t.label} reads only the version of "
             "spark.sql.streaming.stateStore.checkpointFormatVersion (1 unless you set it)",
-            ev, spark_error=E.exact_version(entry.version, 1), stage=stage,
+            ev,
+            spark_error=E.exact_version(entry.version, 1),
+            stage=stage,
         )
     elif entry.version > t.max_commit_version:
         yield LOG_VERSION.finding(
             f"commits/{K} is v{entry.version}; Spark {t.label} reads commit logs up to v{t.max_commit_version}",
-            ev, spark_error=E.unsupported_version(t, entry.version, t.max_commit_version), stage=stage,
+            ev,
+            spark_error=E.unsupported_version(t, entry.version, t.max_commit_version),
+            stage=stage,
         )
 
 
@@ -276,16 +327,22 @@ def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
         sparse = _looks_async(ctx)
         why = " (the logs look written by asynchronous progress tracking)" if sparse else ""
         err = E.previous_batch_not_found(prev) if repartition_first else E.batch_missing(prev)
-        ev = [Evidence(ck.display(f"offsets/{prev}"), expected="a file", found="none"),
-              Evidence(ck.display(f"offsets/{L}"), note=f"latest offset (L={L})")]
+        ev = [
+            Evidence(ck.display(f"offsets/{prev}"), expected="a file", found="none"),
+            Evidence(ck.display(f"offsets/{L}"), note=f"latest offset (L={L})"),
+        ]
         if K is not None:
             ev.append(Evidence(ck.display(f"commits/{K}"), note=f"latest commit (K={K})"))
-        shape = "latest offset committed" if K == L else ("latest offset not committed" if K is not None else "no commits")
+        shape = (
+            "latest offset committed" if K == L else ("latest offset not committed" if K is not None else "no commits")
+        )
         yield LOG_ASYNC_GAP.finding(
             f"offsets/{prev} is missing; a restart without async progress tracking needs it as the start of "
             f"batch {L}{why}. Newest earlier offset file: "
             f"{'offsets/' + str(P) if P is not None else 'none'}; {shape}.",
-            ev, spark_error=err, stage=stage,
+            ev,
+            spark_error=err,
+            stage=stage,
         )
         return
     _, exc = ctx.offset_or_error(prev)
@@ -318,7 +375,8 @@ def repartition(ctx: AuditContext) -> Iterator[Finding]:
         yield LOG_REPARTITION.finding(
             f"offsets/{L} changes {key} from {a} to {b} and batch {L} never committed",
             [Evidence(ck.display(f"offsets/{L}"), expected=a, found=b)],
-            spark_error=E.unfinished_repartition(L), stage=31,
+            spark_error=E.unfinished_repartition(L),
+            stage=31,
         )
 
 
@@ -337,18 +395,22 @@ def empty_offsets(ctx: AuditContext) -> Iterator[Finding]:
             err, stage = E.concurrent_update(first), 80
         yield LOG_COMMITS_NO_OFFSETS.finding(
             f"offsets/ has no batch files but commits/ has {len(ck.commits.listed_ids)} (first: {first})",
-            [Evidence(ck.display("offsets"), found="no batch files"),
-             Evidence(ck.display(ck.commits.path_of(first)))],
-            spark_error=err, stage=stage,
+            [Evidence(ck.display("offsets"), found="no batch files"), Evidence(ck.display(ck.commits.path_of(first)))],
+            spark_error=err,
+            stage=stage,
         )
         return
     leftovers = ck.offsets.entry_count + ck.commits.entry_count + ck.state.entry_count
     if leftovers and t.checks_empty_dirs_on_start:
         yield LOG_NOT_EMPTY.finding(
             f"no offset file, but {leftovers} entries remain in offsets/, commits/ or state/",
-            [Evidence(ck.display(d), found="entries") for d in ("offsets", "commits", "state")
-             if (ck.offsets if d == "offsets" else ck.commits if d == "commits" else ck.state).entry_count],
-            spark_error=E.checkpoint_not_empty(), stage=40,
+            [
+                Evidence(ck.display(d), found="entries")
+                for d in ("offsets", "commits", "state")
+                if (ck.offsets if d == "offsets" else ck.commits if d == "commits" else ck.state).entry_count
+            ],
+            spark_error=E.checkpoint_not_empty(),
+            stage=40,
         )
 
 
@@ -364,15 +426,19 @@ def commit_collision(ctx: AuditContext) -> Iterator[Finding]:
     if not ahead:
         return
     first = ahead[0]
-    if K > L and L + 1 in ck.commits.files and (L + 1) not in ck.offsets.listed_ids and K == L + 1:
+    if K == L + 1 and K in ck.commits.files and K not in ck.offsets.listed_ids:
         what = f"offsets/{K} is missing while commits/{K} exists"
+    elif K > L:
+        listed = ", ".join(f"commits/{c}" for c in ahead[:5]) + ("..." if len(ahead) > 5 else "")
+        what = f"{listed} exist beyond the latest offset batch {L}"
     else:
-        what = f"commits/{', commits/'.join(map(str, ahead[:5]))}{'...' if len(ahead) > 5 else ''} exist beyond the latest offset batch {L}" if K > L else f"commits/{first} exists"
+        what = f"commits/{first} exists"
     when = "immediately" if first == start else f"after running batches {start}..{first - 1} (when new input arrives)"
     yield LOG_COMMIT_AHEAD.finding(
         f"{what}; the restart re-runs from batch {start} and fails {when} when it tries to commit batch {first}",
         [Evidence(ck.display(ck.commits.path_of(c)), note="commit of a batch the restart must run") for c in ahead[:5]],
-        spark_error=E.concurrent_update(first), stage=80,
+        spark_error=E.concurrent_update(first),
+        stage=80,
     )
 
 
@@ -412,7 +478,9 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
                 yield LOG_NONCANONICAL.finding(
                     f"{rel} counts as batch {b}, but Spark opens {log.rel}/{b}", [Evidence(ck.display(rel))]
                 )
-        names = {rel.rsplit("/", 1)[-1] for rel in [*log.files.values(), *log.noncanonical.values(), *log.temp, *log.junk]}
+        names = {
+            rel.rsplit("/", 1)[-1] for rel in [*log.files.values(), *log.noncanonical.values(), *log.temp, *log.junk]
+        }
         for target, rel in sorted(log.crc.items()):
             if target not in names:
                 yield LOG_CRC_ORPHAN.finding(f"{rel} has no data file {target}", [Evidence(ck.display(rel))])
@@ -421,7 +489,7 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
 def _ranges(ids: list[int]) -> str:
     out: list[str] = []
     start = prev = ids[0]
-    for i in ids[1:] + [None]:  # type: ignore[list-item]
+    for i in [*ids[1:], None]:
         if i is not None and i == prev + 1:
             prev = i
             continue
@@ -479,7 +547,8 @@ def crc_sidecars(ctx: AuditContext) -> Iterator[Finding]:
             crc = hadoopcrc.parse(ck.read(crc_rel), ck.display(crc_rel))
         except FormatError as exc:
             yield LOG_CRC.finding(
-                f"{crc_rel} is not a valid Hadoop checksum file", [Evidence(ck.display(crc_rel), exc.offset, exc.expected, exc.found)],
+                f"{crc_rel} is not a valid Hadoop checksum file",
+                [Evidence(ck.display(crc_rel), exc.offset, exc.expected, exc.found)],
                 severity="warning",
             )
             continue
@@ -488,8 +557,10 @@ def crc_sidecars(ctx: AuditContext) -> Iterator[Finding]:
             yield LOG_CRC.finding(
                 f"{rel} differs from what Spark wrote (per {crc_rel}) from byte {at}; Spark will use the edited "
                 "content without noticing",
-                [Evidence(ck.display(rel), at, "the bytes recorded in the .crc sidecar", "different bytes"),
-                 Evidence(ck.display(crc_rel))],
+                [
+                    Evidence(ck.display(rel), at, "the bytes recorded in the .crc sidecar", "different bytes"),
+                    Evidence(ck.display(crc_rel)),
+                ],
                 silent=True,
             )
 

@@ -20,14 +20,18 @@ from ckptfix.errors import FormatError
 from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
 
 SRC_MISSING = define(
-    "SRC-LOG-MISSING", "error", "A file-source log entry needed at restart is missing",
+    "SRC-LOG-MISSING",
+    "error",
+    "A file-source log entry needed at restart is missing",
     "The file source re-reads its log between the start and end offsets of the latest batch and from the "
     "latest compaction on. A missing entry fails with `batch x doesn't exist` (no 'offset log' line in the "
     "driver log: it is not the async-tracking failure).",
     "Restore the entry from a backup; or roll the query back to a batch before it (`ckptfix rollback`).",
 )
 SRC_UNREADABLE = define(
-    "SRC-LOG-UNREADABLE", "error", "A file-source log entry needed at restart is damaged",
+    "SRC-LOG-UNREADABLE",
+    "error",
+    "A file-source log entry needed at restart is damaged",
     "The file source parses these entries at restart.",
     "Restore the entry from a backup.",
 )
@@ -86,15 +90,13 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
         needed = list(range(start + 1, end + 1))
         missing = [b for b in needed if not _present(log, b, interval)]
         if missing:
-            if len(missing) == len(needed):
-                err = E.batch_missing(start + 1)
-            else:
-                err = SparkError(E.ISE, None, "don't exist")
+            err = E.batch_missing(start + 1) if len(missing) == len(needed) else SparkError(E.ISE, None, "don't exist")
             names = [f"{log.rel}/{b}{'.compact' if is_compaction_batch(b, interval) else ''}" for b in missing]
             yield SRC_MISSING.finding(
                 f"{', '.join(names[:3])} missing; batch {L} reads source {src.source_id} entries {start + 1}..{end}",
                 [Evidence(ck.display(n), expected="a file", found="none") for n in names[:3]],
-                spark_error=err, stage=60,
+                spark_error=err,
+                stage=60,
             )
             continue
         for b in needed if not ctx.deep else sorted(log.files):
@@ -104,5 +106,6 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                 yield SRC_UNREADABLE.finding(
                     f"{log.path_of(b)} cannot be read: expected {exc.expected}, found {exc.found}",
                     [Evidence(ck.display(log.path_of(b)), exc.offset, exc.expected, exc.found)],
-                    spark_error=SparkError(None, None, log.path_of(b)), stage=60,
+                    spark_error=SparkError(None, None, log.path_of(b)),
+                    stage=60,
                 )

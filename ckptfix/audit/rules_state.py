@@ -10,7 +10,7 @@ lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ckptfix import layout
@@ -27,68 +27,92 @@ PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
 
 CHAIN = define(
-    "STATE-CHAIN-INCOMPLETE", "error", "A state file needed to load the restart's state version is missing",
+    "STATE-CHAIN-INCOMPLETE",
+    "error",
+    "A state file needed to load the restart's state version is missing",
     "Loading version N needs a base (snapshot/zip at or below N, or nothing) and every delta/changelog after "
     "it up to N. Spark fails with CANNOT_LOAD_STATE_STORE (`Error reading delta file ... does not exist` on 3.5).",
     "Restore the file from a backup, or rebuild version N offline from an older snapshot "
     "(`ckptfix state rebuild`), or roll back (`ckptfix rollback`).",
 )
 PARTITION_MISSING = define(
-    "STATE-PARTITION-MISSING", "error", "A state partition directory is missing",
+    "STATE-PARTITION-MISSING",
+    "error",
+    "A state partition directory is missing",
     "Every partition 0..numPartitions-1 of every stateful operator loads its store at the first batch.",
     "Restore the partition directory from a backup; it cannot be recreated from the other partitions.",
 )
 PARTITIONS_MISMATCH = define(
-    "STATE-PARTITIONS-MISMATCH", "warning", "The state partition directories differ from the recorded partitions",
+    "STATE-PARTITIONS-MISMATCH",
+    "warning",
+    "The state partition directories differ from the recorded partitions",
     "The number of state partitions is frozen in the offset log (spark.sql.shuffle.partitions) and wins over "
     "the session's value on restart; directories beyond it are never read.",
     "Do not try to change the number of partitions by editing files; extra directories can be archived.",
 )
 DIR_MISSING = define(
-    "STATE-DIR-MISSING", "error", "The query is stateful but the checkpoint has no state",
+    "STATE-DIR-MISSING",
+    "error",
+    "The query is stateful but the checkpoint has no state",
     "Spark 4.x fails with STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY; 3.5 fails loading the first delta.",
     "Restore state/ from a backup, or start over from exported offsets (`ckptfix offsets export`).",
 )
 SNAPSHOT_CORRUPT = define(
-    "STATE-SNAPSHOT-CORRUPT", "error", "A snapshot the restart would load is unreadable",
+    "STATE-SNAPSHOT-CORRUPT",
+    "error",
+    "A snapshot the restart would load is unreadable",
     "Spark 3.5/4.0 fail on a corrupt newest snapshot; 4.1+ log the failure and fall back to an older snapshot "
     "plus deltas when those still exist.",
     "Rebuild the snapshot from an older one plus deltas (`ckptfix state rebuild`), or, when the deltas exist, "
     "remove the corrupt snapshot (`ckptfix repair`).",
 )
 FILE_CORRUPT = define(
-    "STATE-FILE-CORRUPT", "error", "A delta/changelog/zip the restart would load is unreadable",
+    "STATE-FILE-CORRUPT",
+    "error",
+    "A delta/changelog/zip the restart would load is unreadable",
     "Spark reads every file of the chain; a bad lz4 block, a cut-off record or a broken zip fails the batch.",
     "Restore the file from a backup or roll back before it (`ckptfix rollback`).",
 )
 SST_MISSING = define(
-    "STATE-SST-MISSING", "error", "An SST file that a RocksDB zip lists is missing or has the wrong size",
+    "STATE-SST-MISSING",
+    "error",
+    "An SST file that a RocksDB zip lists is missing or has the wrong size",
     "RocksDB zips hold only metadata; the SST files in SSTs/ hold the data and must match the listed sizes.",
     "Restore the SST from a backup, or load an older zip plus changelogs (`ckptfix state rebuild`).",
 )
 CHECKSUM = define(
-    "STATE-CHECKSUM-MISMATCH", "error", "A state file does not match its checksum sidecar",
+    "STATE-CHECKSUM-MISMATCH",
+    "error",
+    "A state file does not match its checksum sidecar",
     "Spark 4.1+ writes `<file>.crc` (CRC32C, size) next to format-v2 state files and verifies it on read: "
     "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED.",
     "Restore the file from a backup, or rebuild the version (`ckptfix state rebuild`).",
 )
 OPMETA_UNREADABLE = define(
-    "STATE-OPERATOR-METADATA-UNREADABLE", "warning", "Operator metadata cannot be parsed",
+    "STATE-OPERATOR-METADATA-UNREADABLE",
+    "warning",
+    "Operator metadata cannot be parsed",
     "state/<op>/_metadata/metadata (4.x) describes the operator's stores and partitions.",
     "Remove it so Spark 4.x rewrites it on the next batch (`ckptfix repair`).",
 )
 STATE_TRAILING = define(
-    "STATE-FILE-TRAILING-BYTES", "warning", "A state file has bytes after its end marker",
+    "STATE-FILE-TRAILING-BYTES",
+    "warning",
+    "A state file has bytes after its end marker",
     "Spark stops at the end marker and never notices; ckptfix does, because it hints at a damaged write.",
     "Nothing for restart; keep a backup before rewriting this store.",
 )
 STATE_OLD_CORRUPT = define(
-    "STATE-OLD-FILE-CORRUPT", "warning", "A state file outside the restart's chain is unreadable",
+    "STATE-OLD-FILE-CORRUPT",
+    "warning",
+    "A state file outside the restart's chain is unreadable",
     "Restart does not read it; reading older versions (state reader, rollback) would.",
     "Restore it from a backup if you may need that version.",
 )
 STATE_JUNK = define(
-    "STATE-JUNK", "warning", "Unexpected files in a state store directory",
+    "STATE-JUNK",
+    "warning",
+    "Unexpected files in a state store directory",
     "Non-hidden files that are not state files make the HDFS provider's maintenance fail repeatedly "
     "(NumberFormatException in doMaintenance): snapshots and cleanup stop for that partition.",
     "Move them out of the checkpoint.",
@@ -107,7 +131,12 @@ class Problem:
 def _corrupt_error(exc: FormatError) -> SparkError:
     if exc.kind in ("truncated", "empty") and "lz4" in exc.expected.lower() or exc.kind == "empty":
         return E.corrupt_stream("truncated")
-    if exc.kind in ("bad-checksum", "corrupt-payload", "bad-magic", "bad-method", "bad-length", "bad-end-block", "truncated") and exc.path.endswith(("delta", "snapshot", "changelog")) and _is_lz4_error(exc):
+    if (
+        exc.kind
+        in ("bad-checksum", "corrupt-payload", "bad-magic", "bad-method", "bad-length", "bad-end-block", "truncated")
+        and exc.path.endswith(("delta", "snapshot", "changelog"))
+        and _is_lz4_error(exc)
+    ):
         return E.corrupt_stream("truncated" if exc.kind == "truncated" else "corrupt")
     return SparkError("java.io.EOFException", None, "EOFException")
 
@@ -154,8 +183,14 @@ class StoreCheck:
             statefile.verify(raw, self.display(rel), kind)  # type: ignore[arg-type]
         except FormatError as exc:
             if exc.kind == "trailing-bytes":
-                self.notes.append(Problem(STATE_TRAILING.id, f"{rel} has bytes after its end marker",
-                                          (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),), None))
+                self.notes.append(
+                    Problem(
+                        STATE_TRAILING.id,
+                        f"{rel} has bytes after its end marker",
+                        (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                        None,
+                    )
+                )
                 return None
             return exc
         return None
@@ -178,23 +213,36 @@ class StoreCheck:
                     )
                     if not fallback:
                         return problem
-                    self.notes.append(Problem(problem.rule, problem.message + f"; Spark {self.ctx.target.label} "
-                                              "falls back to an older snapshot", problem.evidence, None, "warning"))
+                    self.notes.append(
+                        Problem(
+                            problem.rule,
+                            problem.message + f"; Spark {self.ctx.target.label} falls back to an older snapshot",
+                            problem.evidence,
+                            None,
+                            "warning",
+                        )
+                    )
                     continue
             for v in range(S + 1, N + 1):
                 if not self.has(v, "delta"):
                     rel = self.rel(v, "delta")
                     base = f"{S}.snapshot" if S else "empty state"
-                    return Problem(CHAIN.id, f"{rel} is missing; version {N} = {base} + deltas {S + 1}..{N}",
-                                   (Evidence(self.display(rel), expected="a file", found="none"),),
-                                   E.delta_missing(self.ctx.target, rel))
+                    return Problem(
+                        CHAIN.id,
+                        f"{rel} is missing; version {N} = {base} + deltas {S + 1}..{N}",
+                        (Evidence(self.display(rel), expected="a file", found="none"),),
+                        E.delta_missing(self.ctx.target, rel),
+                    )
             for v in range(S + 1, N + 1):
                 rel = self.rel(v, "delta")
                 exc = self.read_verified(rel, "delta")
                 if exc is not None:
-                    return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                                   (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                                   _corrupt_error(exc))
+                    return Problem(
+                        FILE_CORRUPT.id,
+                        f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                        (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                        _corrupt_error(exc),
+                    )
             return None
         return None  # unreachable: the loop always ends at S == 0
 
@@ -206,24 +254,32 @@ class StoreCheck:
             data = ck.read(rel)
             parsed = rocksdbzip.parse(data, self.display(rel))
         except FormatError as exc:
-            return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                           (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                           SparkError(None, None, "ZLIB" if exc.kind == "truncated" else rel.rsplit("/", 1)[-1]))
+            return Problem(
+                FILE_CORRUPT.id,
+                f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                SparkError(None, None, "ZLIB" if exc.kind == "truncated" else rel.rsplit("/", 1)[-1]),
+            )
         for sst in parsed.metadata.sst_files:
             entry = self.store.ssts.get(sst.dfs_sst_file_name)
             sst_rel = f"{self.store.rel}/SSTs/{sst.dfs_sst_file_name}"
             if entry is None:
-                return Problem(SST_MISSING.id, f"{sst_rel} is missing; {rel} lists it",
-                               (Evidence(self.display(sst_rel), expected="a file", found="none"),
-                                Evidence(self.display(rel))),
-                               E.file_not_found(sst.dfs_sst_file_name))
+                return Problem(
+                    SST_MISSING.id,
+                    f"{sst_rel} is missing; {rel} lists it",
+                    (Evidence(self.display(sst_rel), expected="a file", found="none"), Evidence(self.display(rel))),
+                    E.file_not_found(sst.dfs_sst_file_name),
+                )
             if entry.size != sst.size_bytes:
-                return Problem(SST_MISSING.id, f"{sst_rel} has {entry.size} bytes; {rel} lists {sst.size_bytes}",
-                               (Evidence(self.display(sst_rel), expected=f"{sst.size_bytes} bytes", found=f"{entry.size} bytes"),),
-                               SparkError(None, None, sst.dfs_sst_file_name))
+                return Problem(
+                    SST_MISSING.id,
+                    f"{sst_rel} has {entry.size} bytes; {rel} lists {sst.size_bytes}",
+                    (Evidence(self.display(sst_rel), expected=f"{sst.size_bytes} bytes", found=f"{entry.size} bytes"),),
+                    SparkError(None, None, sst.dfs_sst_file_name),
+                )
         return None
 
-    def rocksdb_chain(self, base: int, base_uid: str | None, steps: list[tuple[int, str | None]]) -> Problem | None:
+    def rocksdb_chain(self, base: int, base_uid: str | None, steps: Sequence[tuple[int, str | None]]) -> Problem | None:
         if base:
             problem = self.rocksdb_zip(base, base_uid)
             if problem:
@@ -231,10 +287,13 @@ class StoreCheck:
         for v, uid in steps:
             rel = self.rel(v, "changelog", uid)
             if not self.has(v, "changelog", uid):
-                return Problem(CHAIN.id, f"{rel} is missing; version {self.N} = "
-                               f"{f'{base}.zip' if base else 'empty state'} + changelogs up to {self.N}",
-                               (Evidence(self.display(rel), expected="a file", found="none"),),
-                               E.streaming_file_missing(self.ctx.target, rel))
+                return Problem(
+                    CHAIN.id,
+                    f"{rel} is missing; version {self.N} = "
+                    f"{f'{base}.zip' if base else 'empty state'} + changelogs up to {self.N}",
+                    (Evidence(self.display(rel), expected="a file", found="none"),),
+                    E.streaming_file_missing(self.ctx.target, rel),
+                )
         for v, uid in steps:
             rel = self.rel(v, "changelog", uid)
             try:
@@ -242,8 +301,12 @@ class StoreCheck:
             except _ChecksumFailure as cf:
                 return cf.problem(self)
             if exc is not None:
-                return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                               (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),), _corrupt_error(exc))
+                return Problem(
+                    FILE_CORRUPT.id,
+                    f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                    (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                    _corrupt_error(exc),
+                )
         return None
 
     def rocksdb(self) -> Problem | None:
@@ -257,22 +320,32 @@ class StoreCheck:
             return self.rocksdb_zip(N, uid)
         rel = self.rel(N, "changelog", uid)
         if not self.has(N, "changelog", uid):
-            return Problem(CHAIN.id, f"{rel} is missing; commits name it as version {N}",
-                           (Evidence(self.display(rel), expected="a file", found="none"),),
-                           E.streaming_file_missing(self.ctx.target, rel))
+            return Problem(
+                CHAIN.id,
+                f"{rel} is missing; commits name it as version {N}",
+                (Evidence(self.display(rel), expected="a file", found="none"),),
+                E.streaming_file_missing(self.ctx.target, rel),
+            )
         try:
             raw = codec.decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
             header = statefile.parse_changelog_header(raw, self.display(rel))
         except FormatError as exc:
-            return Problem(FILE_CORRUPT.id, f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                           (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),), _corrupt_error(exc))
+            return Problem(
+                FILE_CORRUPT.id,
+                f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+                (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                _corrupt_error(exc),
+            )
         lineage = [(e.version, e.checkpoint_unique_id) for e in (header.lineage or ())] + [(N, uid)]
         base_index = max((i for i, (v, u) in enumerate(lineage) if self.has(v, "zip", u)), default=None)
         if base_index is None:
             if lineage[0][0] != 1:
-                return Problem(CHAIN.id, f"no zip in the lineage of {rel} and it does not start at version 1",
-                               (Evidence(self.display(rel), note=f"lineage starts at {lineage[0][0]}"),),
-                               SparkError(None, None, "snapshot"))
+                return Problem(
+                    CHAIN.id,
+                    f"no zip in the lineage of {rel} and it does not start at version 1",
+                    (Evidence(self.display(rel), note=f"lineage starts at {lineage[0][0]}"),),
+                    SparkError(None, None, "snapshot"),
+                )
             return self.rocksdb_chain(0, None, lineage)
         bv, bu = lineage[base_index]
         return self.rocksdb_chain(bv, bu, lineage[base_index + 1 :])
@@ -289,8 +362,12 @@ class _ChecksumFailure(Exception):
         self.rel, self.why = rel, why
 
     def problem(self, sc: StoreCheck) -> Problem:
-        return Problem(CHECKSUM.id, f"{self.rel}: {self.why}", (Evidence(sc.display(self.rel), found=self.why),),
-                       E.checksum_failed(self.rel))
+        return Problem(
+            CHECKSUM.id,
+            f"{self.rel}: {self.why}",
+            (Evidence(sc.display(self.rel), found=self.why),),
+            E.checksum_failed(self.rel),
+        )
 
 
 def _provider(ctx: AuditContext, op: OperatorDir) -> str:
@@ -338,12 +415,16 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding]:
     if not inv.operators:
         if stateful and N > 0 and ctx.latest_offset is not None:
             provider = "rocksdb" if "rocksdb" in ctx.conf.get(PROVIDER, "").lower() else "hdfs"
-            err = E.state_dir_missing() if ctx.target.error_classes else SparkError(
-                E.ISE, None, f"/1.{'delta' if provider == 'hdfs' else 'changelog'} does not exist")
+            err = (
+                E.state_dir_missing()
+                if ctx.target.error_classes
+                else SparkError(E.ISE, None, f"/1.{'delta' if provider == 'hdfs' else 'changelog'} does not exist")
+            )
             yield DIR_MISSING.finding(
                 f"state/ has no operators, but the query is stateful and the restart loads state version {N}",
                 [Evidence(ck.display("state"), expected="state/<operator>/<partition>/...", found="nothing")],
-                spark_error=err, stage=65,
+                spark_error=err,
+                stage=65,
             )
         return
     for op_id, op in sorted(inv.operators.items()):
@@ -351,8 +432,10 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding]:
             try:
                 opmeta.parse(ck.read(op.metadata_v1), ck.display(op.metadata_v1))
             except FormatError as exc:
-                yield OPMETA_UNREADABLE.finding(f"{op.metadata_v1} cannot be read",
-                                                [Evidence(ck.display(op.metadata_v1), exc.offset, exc.expected, exc.found)])
+                yield OPMETA_UNREADABLE.finding(
+                    f"{op.metadata_v1} cannot be read",
+                    [Evidence(ck.display(op.metadata_v1), exc.offset, exc.expected, exc.found)],
+                )
         n, store_names = _expected_partitions(ctx, op)
         present = sorted(op.partitions)
         expected = list(range(n)) if n is not None else present
@@ -392,7 +475,8 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding]:
                     yield PARTITION_MISSING.finding(
                         f"{store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails",
                         [Evidence(ck.display(store.rel), expected="a directory", found="none"), *problem.evidence],
-                        spark_error=problem.spark_error, stage=70,
+                        spark_error=problem.spark_error,
+                        stage=70,
                     )
                 else:
                     yield _as_finding(problem, stage=70)
@@ -404,8 +488,11 @@ def _as_finding(problem: Problem, stage: int | None = None) -> Finding:
     from ckptfix.audit.registry import RULES
 
     return RULES[problem.rule].finding(
-        problem.message, problem.evidence, severity=problem.severity,
-        spark_error=problem.spark_error, stage=stage if problem.spark_error else None,
+        problem.message,
+        problem.evidence,
+        severity=problem.severity,
+        spark_error=problem.spark_error,
+        stage=stage if problem.spark_error else None,
     )
 
 

@@ -25,10 +25,15 @@ class Format(str, Enum):
 
 FormatOption = typer.Option(Format.text, "--format", "-f", help="Output format: text (rich) or json.")
 StorageOption = typer.Option(
-    [], "--storage-option", "-o", metavar="KEY=VALUE",
+    [],
+    "--storage-option",
+    "-o",
+    metavar="KEY=VALUE",
     help="fsspec storage option (repeat; dotted keys nest, values parse as JSON). Also $CKPTFIX_STORAGE_OPTIONS.",
 )
-EndpointOption = typer.Option(None, "--endpoint-url", help="S3-compatible endpoint URL (sets client_kwargs.endpoint_url).")
+EndpointOption = typer.Option(
+    None, "--endpoint-url", help="S3-compatible endpoint URL (sets client_kwargs.endpoint_url)."
+)
 QuietOption = typer.Option(False, "--quiet", "-q", help="No progress on stderr.")
 
 
@@ -75,8 +80,15 @@ class RichObserver:
 
     def __enter__(self) -> RichObserver:
         if self.enabled:
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(), console=err(), transient=True)
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err(),
+                transient=True,
+            )
             self.progress.start()
         return self
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 from ckptfix import __version__
@@ -37,20 +36,33 @@ def _json_requested(argv: list[str]) -> bool:
     return False
 
 
+def _cli_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(exit, usage) exception classes: typer >= 0.20 vendors click, older typers use click."""
+    exits: list[type[BaseException]] = [typer.Exit]
+    usage: list[type[BaseException]] = [getattr(typer, "TyperException", typer.Abort), typer.Abort]
+    try:
+        import click
+
+        exits.append(click.exceptions.Exit)
+        usage += [click.ClickException, click.exceptions.Abort]
+    except ImportError:
+        pass
+    return tuple(exits), tuple(usage)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    exits, usage = _cli_exceptions()
     try:
         code = app(args=args, standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:  # usage errors: one line, exit 2
+    except exits as exc:
+        sys.exit(getattr(exc, "exit_code", 0))
+    except usage as exc:  # usage errors: one line, exit 2
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         if _json_requested(args):
-            print(jsonout.error(exc.format_message(), "UsageError"))
-        else:
-            print(f"ckptfix: error: {exc.format_message()}", file=sys.stderr)
-        sys.exit(2)
-    except click.exceptions.Abort:
-        print("ckptfix: error: aborted", file=sys.stderr)
+            print(jsonout.error(message, "UsageError"))
+        elif message.strip():  # no-args help has already been printed
+            print(f"ckptfix: error: {message}", file=sys.stderr)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
 

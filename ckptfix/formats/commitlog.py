@@ -38,10 +38,18 @@ def parse(data: bytes, path: str = "<commits>") -> CommitFile:
     try:
         wm = int(obj.get("nextBatchWatermarkMs", 0))
     except (TypeError, ValueError):
-        raise FormatError(path, lines[1].offset, "a numeric nextBatchWatermarkMs", str(obj.get("nextBatchWatermarkMs")), kind="invalid-json") from None
+        raise FormatError(
+            path,
+            lines[1].offset,
+            "a numeric nextBatchWatermarkMs",
+            str(obj.get("nextBatchWatermarkMs")),
+            kind="invalid-json",
+        ) from None
     ids = obj.get("stateUniqueIds")
     if ids is not None and not isinstance(ids, dict):
-        raise FormatError(path, lines[1].offset, "stateUniqueIds as a JSON object", type(ids).__name__, kind="invalid-json")
+        raise FormatError(
+            path, lines[1].offset, "stateUniqueIds as a JSON object", type(ids).__name__, kind="invalid-json"
+        )
     extra = {k: v for k, v in obj.items() if k not in _KNOWN}
     return CommitFile(version, wm, ids, extra)
 

@@ -27,7 +27,9 @@ class HadoopCrc:
 
 def parse(data: bytes, path: str = "<crc>") -> HadoopCrc:
     if len(data) < HEADER.size:
-        raise FormatError(path, 0, f"a {HEADER.size}-byte Hadoop checksum header", f"{len(data)} bytes", kind="truncated")
+        raise FormatError(
+            path, 0, f"a {HEADER.size}-byte Hadoop checksum header", f"{len(data)} bytes", kind="truncated"
+        )
     magic, bpc = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise FormatError(path, 0, "the magic 'crc\\0'", preview(magic), kind="bad-magic")
@@ -35,15 +37,15 @@ def parse(data: bytes, path: str = "<crc>") -> HadoopCrc:
         raise FormatError(path, 4, "a positive bytes-per-checksum", str(bpc), kind="invalid")
     body = data[HEADER.size :]
     if len(body) % CRC.size:
-        raise FormatError(path, len(data), "whole 4-byte checksums", f"{len(body) % CRC.size} stray bytes", kind="truncated")
+        raise FormatError(
+            path, len(data), "whole 4-byte checksums", f"{len(body) % CRC.size} stray bytes", kind="truncated"
+        )
     sums = tuple(CRC.unpack_from(body, i)[0] for i in range(0, len(body), CRC.size))
     return HadoopCrc(bpc, sums)
 
 
 def compute(data: bytes, bytes_per_checksum: int = DEFAULT_BYTES_PER_CHECKSUM) -> HadoopCrc:
-    sums = tuple(
-        zlib.crc32(data[i : i + bytes_per_checksum]) for i in range(0, len(data), bytes_per_checksum)
-    )
+    sums = tuple(zlib.crc32(data[i : i + bytes_per_checksum]) for i in range(0, len(data), bytes_per_checksum))
     return HadoopCrc(bytes_per_checksum, sums)
 
 
@@ -55,7 +57,7 @@ def first_mismatch(crc: HadoopCrc, data: bytes) -> int | None:
     """Byte offset in ``data`` of the first chunk whose checksum differs, or None if all
     match. A length change shows as a mismatch at the first chunk past the shorter side."""
     actual = compute(data, crc.bytes_per_checksum).checksums
-    for i, (want, got) in enumerate(zip(crc.checksums, actual)):
+    for i, (want, got) in enumerate(zip(crc.checksums, actual, strict=False)):
         if want != got:
             return i * crc.bytes_per_checksum
     if len(actual) != len(crc.checksums):

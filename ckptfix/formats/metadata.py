@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import dumps, preview
+from ckptfix.formats.text import dumps, json_failure, preview
 
 
 @dataclass(frozen=True)
@@ -23,14 +23,8 @@ def parse(data: bytes, path: str = "<metadata>") -> StreamMetadata:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        at_end = exc.pos >= len(text.rstrip())
-        raise FormatError(
-            path,
-            len(text[: exc.pos].encode()),
-            f"a JSON object ({exc.msg})",
-            "the end of the file" if at_end else preview(text[exc.pos :]),
-            kind="truncated-json" if at_end else "invalid-json",
-        ) from None
+        kind, pos, found = json_failure(exc, text)
+        raise FormatError(path, len(text[:pos].encode()), f"a JSON object ({exc.msg})", found, kind=kind) from None
     if not isinstance(obj, dict):
         raise FormatError(path, 0, "a JSON object", preview(text), kind="invalid-json")
     qid = obj.get("id")

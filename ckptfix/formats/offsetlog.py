@@ -14,7 +14,7 @@ v2 (``OffsetMap``, readable from Spark 4.2): metadata is mandatory and each sour
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from ckptfix.errors import FormatError
 from ckptfix.formats.text import Line, dumps, parse_json_object, parse_version, preview, split_lines
@@ -62,7 +62,7 @@ class OffsetFileV2:
     version: int = 2
 
 
-OffsetFile = Union[OffsetFileV1, OffsetFileV2]
+OffsetFile = OffsetFileV1 | OffsetFileV2
 
 
 def _metadata(path: str, line: Line) -> OffsetSeqMetadata:
@@ -96,12 +96,12 @@ def parse(data: bytes, path: str = "<offsets>") -> OffsetFile:
         meta = _metadata(path, meta_line)
     body = lines[2:]
     if version == 1:
-        offsets = tuple(
-            SourceOffset(str(i), None if ln.text == VOID_OFFSET else ln.text) for i, ln in enumerate(body)
-        )
+        offsets = tuple(SourceOffset(str(i), None if ln.text == VOID_OFFSET else ln.text) for i, ln in enumerate(body))
         return OffsetFileV1(meta, offsets)
     if meta is None:
-        raise FormatError(path, meta_line.offset, "metadata JSON (mandatory in v2)", "an empty line", kind="empty-metadata")
+        raise FormatError(
+            path, meta_line.offset, "metadata JSON (mandatory in v2)", "an empty line", kind="empty-metadata"
+        )
     v2_offsets = []
     for ln in body:
         text = ln.text

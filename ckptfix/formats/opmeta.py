@@ -45,7 +45,13 @@ def parse(data: bytes, path: str = "<operator metadata>") -> OperatorMetadata:
         )
         return OperatorMetadata(version, int(info["operatorId"]), str(info["operatorName"]), stores, obj)
     except (KeyError, TypeError, ValueError) as exc:
-        raise FormatError(path, lines[1].offset, "operatorInfo and stateStoreInfo fields", f"missing or bad {exc}", kind="invalid-json") from None
+        raise FormatError(
+            path,
+            lines[1].offset,
+            "operatorInfo and stateStoreInfo fields",
+            f"missing or bad {exc}",
+            kind="invalid-json",
+        ) from None
 
 
 def dump(meta: OperatorMetadata) -> bytes:

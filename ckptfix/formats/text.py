@@ -42,10 +42,7 @@ def split_lines(data: bytes) -> list[Line]:
 
 def preview(data: bytes | str) -> str:
     """A short, printable rendering of what was found, for error messages."""
-    if isinstance(data, bytes):
-        text = data.decode("utf-8", errors="backslashreplace")
-    else:
-        text = data
+    text = data.decode("utf-8", errors="backslashreplace") if isinstance(data, bytes) else data
     if not text:
         return "nothing"
     shown = text[:_PREVIEW] + ("..." if len(text) > _PREVIEW else "")
@@ -61,9 +58,7 @@ def parse_version(path: str, line: Line | None, max_known: int) -> int:
     text = line.data.strip()
     ok = text.startswith(b"v") and text[1:].isdigit() and int(text[1:]) > 0
     if not ok:
-        raise FormatError(
-            path, line.offset, "a version line 'v<N>'", preview(line.data), kind="malformed-version"
-        )
+        raise FormatError(path, line.offset, "a version line 'v<N>'", preview(line.data), kind="malformed-version")
     version = int(text[1:])
     if version > max_known:
         raise UnsupportedVersion(path, line.offset, f"a log version up to v{max_known}", version)
@@ -76,15 +71,23 @@ def parse_json_object(path: str, line: Line, what: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        at_end = exc.pos >= len(text.rstrip())
-        kind = "truncated-json" if at_end else "invalid-json"
-        found = "the end of the line" if at_end else preview(text[exc.pos : exc.pos + _PREVIEW])
+        kind, pos, found = json_failure(exc, text)
         raise FormatError(
-            path, line.offset + len(text[: exc.pos].encode()), f"{what} ({exc.msg})", found, kind=kind
+            path, line.offset + len(text[:pos].encode()), f"{what} ({exc.msg})", found, kind=kind
         ) from None
     if not isinstance(value, dict):
         raise FormatError(path, line.offset, f"{what} as a JSON object", preview(text), kind="invalid-json")
     return value
+
+
+def json_failure(exc: json.JSONDecodeError, text: str) -> tuple[str, int, str]:
+    """(kind, character position, what was found) for a JSON error. Input that ends before
+    the value is complete is "truncated-json" (Jackson's JsonEOFException), anything else
+    "invalid-json"."""
+    end = len(text.rstrip())
+    if exc.pos >= end or exc.msg.startswith("Unterminated string"):
+        return "truncated-json", end, "the end of the input"
+    return "invalid-json", exc.pos, preview(text[exc.pos : exc.pos + _PREVIEW])
 
 
 def dumps(obj: Any) -> str:

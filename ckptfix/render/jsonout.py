@@ -26,8 +26,12 @@ def _plain(obj: Any) -> Any:
 def stats(s: IOStats | None) -> dict[str, Any] | None:
     if s is None:
         return None
-    return {"list_calls": s.list_calls, "entries_listed": s.entries_listed, "files_read": s.files_read,
-            "bytes_read": s.bytes_read}
+    return {
+        "list_calls": s.list_calls,
+        "entries_listed": s.entries_listed,
+        "files_read": s.files_read,
+        "bytes_read": s.bytes_read,
+    }
 
 
 def report(r: Report) -> str:

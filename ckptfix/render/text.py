@@ -26,7 +26,9 @@ def report(r: Report, console: Console) -> None:
         console.print("no findings")
     for f in r.findings:
         blocker = " (restart blocker)" if v.blocking_rule == f.rule_id and f.spark_error is v.error else ""
-        console.print(f"\n[{_STYLE[f.severity]}]{f.severity.upper()}[/] {f.rule_id}{blocker}: {f.title}", highlight=False)
+        console.print(
+            f"\n[{_STYLE[f.severity]}]{f.severity.upper()}[/] {f.rule_id}{blocker}: {f.title}", highlight=False
+        )
         console.print(f"  {f.message}", highlight=False, soft_wrap=True)
         for e in f.evidence:
             parts = [e.path]
@@ -62,17 +64,35 @@ def inspection(i: Inspection, console: Console) -> None:
     console.print(f"last committed batch: {i.last_committed_batch}", highlight=False)
     if i.sources:
         src = Table("source", "committed offset", "planned offset", "source log", title="sources", title_justify="left")
-        for s in i.sources:
-            log = "-" if s.log_entries is None else f"{s.log_entries} files, latest {s.log_latest}"
-            src.add_row(s.id, s.committed_offset or "-", s.planned_offset or "-", log)
+        for source in i.sources:
+            log = "-" if source.log_entries is None else f"{source.log_entries} files, latest {source.log_latest}"
+            src.add_row(source.id, source.committed_offset or "-", source.planned_offset or "-", log)
         console.print(src)
     if i.operators:
-        ops = Table("operator", "name", "provider", "partitions", "stores", "versions", "files", "bytes",
-                    title="state", title_justify="left")
+        ops = Table(
+            "operator",
+            "name",
+            "provider",
+            "partitions",
+            "stores",
+            "versions",
+            "files",
+            "bytes",
+            title="state",
+            title_justify="left",
+        )
         for o in i.operators:
             vers = "; ".join(f"{k} {lo}..{hi}" for k, (lo, hi) in sorted(o.versions.items()))
-            ops.add_row(str(o.id), o.name or "-", o.provider, str(o.partitions), ", ".join(o.stores), vers or "-",
-                        str(o.files), str(o.bytes))
+            ops.add_row(
+                str(o.id),
+                o.name or "-",
+                o.provider,
+                str(o.partitions),
+                ", ".join(o.stores),
+                vers or "-",
+                str(o.files),
+                str(o.bytes),
+            )
         console.print(ops)
     console.print(f"{i.total_files} files, {i.total_bytes} bytes", highlight=False)
     for p in i.problems:
