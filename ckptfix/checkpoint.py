@@ -259,6 +259,10 @@ class Checkpoint:
             self._bytes[rel] = self.location.read(rel)
         return self._bytes[rel]
 
+    def prefetch(self, rels: list[str]) -> None:
+        """Read files ahead in one batch so that later reads hit the cache."""
+        self._bytes.update(self.location.read_many([r for r in rels if r not in self._bytes]))
+
     def _parse(self, rel: str, parser: Callable[[bytes, str], T]) -> T:
         key = (rel, getattr(parser, "__module__", ""))
         if key not in self._parsed:

@@ -195,6 +195,26 @@ class Location:
         self.stats.paths_read.append(rel)
         return data
 
+    def read_many(self, rels: list[str]) -> dict[str, bytes]:
+        """Read several files in one call (concurrent on object stores)."""
+        if not rels:
+            return {}
+        paths = {self.path(r): r for r in rels}
+        try:
+            got = self.fs.cat(list(paths), on_error="return")
+        except Exception as exc:  # noqa: BLE001
+            raise self._storage_error(rels[0], exc) from None
+        out: dict[str, bytes] = {}
+        for path, value in got.items():
+            rel = paths.get(path) or paths.get(path.rstrip("/")) or paths.get("/" + path.lstrip("/"))
+            if rel is None or isinstance(value, BaseException):
+                continue  # a failed file is read (and reported) again one by one
+            out[rel] = value
+            self.stats.files_read += 1
+            self.stats.bytes_read += len(value)
+            self.stats.paths_read.append(rel)
+        return out
+
     def exists(self, rel: str) -> bool:
         try:
             return bool(self.fs.exists(self.path(rel)))

@@ -6,12 +6,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ckptfix.audit.model import SEVERITIES, Evidence, Finding, SparkError
+from ckptfix.audit.model import SEVERITIES, Evidence, Finding, Skipped, SparkError
 
 if TYPE_CHECKING:
     from ckptfix.audit.context import AuditContext
 
-Check = Callable[["AuditContext"], Iterable[Finding]]
+Check = Callable[["AuditContext"], Iterable[Finding | Skipped]]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
-from ckptfix.audit.model import Evidence, Finding, SparkError
+from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError
@@ -128,21 +128,27 @@ class Problem:
     severity: str | None = None
 
 
+UNVERIFIABLE = ("unsupported-codec", "unknown-codec")
+
+
+class CodecError(FormatError):
+    """A failure of the compression layer (lz4-java block stream), as opposed to the records."""
+
+
 def _corrupt_error(exc: FormatError) -> SparkError:
-    if exc.kind in ("truncated", "empty") and "lz4" in exc.expected.lower() or exc.kind == "empty":
-        return E.corrupt_stream("truncated")
-    if (
-        exc.kind
-        in ("bad-checksum", "corrupt-payload", "bad-magic", "bad-method", "bad-length", "bad-end-block", "truncated")
-        and exc.path.endswith(("delta", "snapshot", "changelog"))
-        and _is_lz4_error(exc)
-    ):
-        return E.corrupt_stream("truncated" if exc.kind == "truncated" else "corrupt")
+    """What Spark raises reading a damaged state file: lz4-java reports a cut-off stream as
+    'Stream ended prematurely' and any other damage as 'Stream is corrupted'; a record cut off
+    inside an intact stream surfaces as DataInputStream's EOFException."""
+    if isinstance(exc, CodecError):
+        return E.corrupt_stream("truncated" if exc.kind in ("truncated", "empty") else "corrupt")
     return SparkError("java.io.EOFException", None, "EOFException")
 
 
-def _is_lz4_error(exc: FormatError) -> bool:
-    return "block" in exc.expected.lower() or "lz4" in exc.expected.lower() or "magic" in exc.expected.lower()
+def _decompress(codec_name: str, data: bytes, path: str) -> bytes:
+    try:
+        return codec.decompress(codec_name, data, path)
+    except FormatError as exc:
+        raise CodecError(exc.path, exc.offset, exc.expected, exc.found, kind=exc.kind) from None
 
 
 class StoreCheck:
@@ -152,6 +158,7 @@ class StoreCheck:
         self.ctx, self.store, self.N, self.provider, self.uid = ctx, store, version, provider, unique_id
         self.codec = codec.normalize(ctx.conf.get(CODEC, "lz4"))
         self.notes: list[Problem] = []
+        self.skipped: list[str] = []  # files whose content ckptfix cannot check (yet)
 
     def display(self, rel: str) -> str:
         return self.ctx.ckpt.display(rel)
@@ -179,9 +186,12 @@ class StoreCheck:
             if kind == "zip":
                 rocksdbzip.parse(data, self.display(rel))
                 return None
-            raw = codec.decompress(self.codec, data, self.display(rel))
+            raw = _decompress(self.codec, data, self.display(rel))
             statefile.verify(raw, self.display(rel), kind)  # type: ignore[arg-type]
         except FormatError as exc:
+            if exc.kind in UNVERIFIABLE:
+                self.skipped.append(f"{rel}: {exc.expected}, found {exc.found}")
+                return None
             if exc.kind == "trailing-bytes":
                 self.notes.append(
                     Problem(
@@ -327,9 +337,12 @@ class StoreCheck:
                 E.streaming_file_missing(self.ctx.target, rel),
             )
         try:
-            raw = codec.decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
+            raw = _decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
             header = statefile.parse_changelog_header(raw, self.display(rel))
         except FormatError as exc:
+            if exc.kind in UNVERIFIABLE:
+                self.skipped.append(f"{rel}: {exc.expected}, found {exc.found}")
+                return None
             return Problem(
                 FILE_CORRUPT.id,
                 f"{rel} is unreadable ({exc.expected}, found {exc.found})",
@@ -349,6 +362,26 @@ class StoreCheck:
             return self.rocksdb_chain(0, None, lineage)
         bv, bu = lineage[base_index]
         return self.rocksdb_chain(bv, bu, lineage[base_index + 1 :])
+
+    def planned(self) -> list[str]:
+        """The files the load most likely reads, from the listing alone (for prefetching)."""
+        N, files = self.N, []
+        if self.provider == "hdfs":
+            S = max((v for v in self.store.versions("snapshot") if v <= N), default=0)
+            if S:
+                files.append(self.rel(S, "snapshot"))
+            files += [self.rel(v, "delta") for v in range(S + 1, N + 1) if self.has(v, "delta")]
+        elif self.uid is None:
+            S = max((v for v in self.store.versions("zip") if v <= N), default=0)
+            if S:
+                files.append(self.rel(S, "zip"))
+            files += [self.rel(v, "changelog") for v in range(S + 1, N + 1) if self.has(v, "changelog")]
+        else:
+            kind = "zip" if self.has(N, "zip", self.uid) else "changelog"
+            files.append(self.rel(N, kind, self.uid))
+        return files + [
+            self.store.checksums[f.rsplit("/", 1)[-1]] for f in files if f.rsplit("/", 1)[-1] in self.store.checksums
+        ]
 
     def run(self) -> Problem | None:
         try:
@@ -407,7 +440,7 @@ def _expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None
 
 
 @check
-def state_chains(ctx: AuditContext) -> Iterator[Finding]:
+def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ck, N = ctx.ckpt, ctx.state_version
     inv = ck.state
     ids = _unique_ids(ctx, N) if N else None
@@ -447,9 +480,8 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding]:
                 [Evidence(ck.display(f"{op.rel}/{p}")) for p in extra[:3]],
             )
         provider = _provider(ctx, op)
-        ctx.observer.stage(f"state operator {op_id}", total=len(expected))
+        checks: list[tuple[int, StoreCheck]] = []
         for p in expected:
-            ctx.observer.advance()
             for s_index, store_name in enumerate(store_names):
                 store = op.partitions.get(p, {}).get(store_name)
                 if store is None:
@@ -465,21 +497,28 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding]:
                         uid = ids[str(op_id)][p][s_index]
                     except (KeyError, IndexError, TypeError):
                         uid = None
-                sc = StoreCheck(ctx, store, N, provider, uid)
-                problem = sc.run()
-                for note in sc.notes:
-                    yield _as_finding(note)
-                if problem is None:
-                    continue
-                if p in missing:
-                    yield PARTITION_MISSING.finding(
-                        f"{store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails",
-                        [Evidence(ck.display(store.rel), expected="a directory", found="none"), *problem.evidence],
-                        spark_error=problem.spark_error,
-                        stage=70,
-                    )
-                else:
-                    yield _as_finding(problem, stage=70)
+                checks.append((p, StoreCheck(ctx, store, N, provider, uid)))
+        ctx.observer.stage(f"state operator {op_id}: reading", total=None)
+        ck.prefetch([rel for _, sc in checks for rel in sc.planned()])
+        ctx.observer.stage(f"state operator {op_id}: verifying", total=len(checks))
+        for p, sc in checks:
+            ctx.observer.advance()
+            problem = sc.run()
+            for note in sc.notes:
+                yield _as_finding(note)
+            for what in sc.skipped:
+                yield Skipped(CHAIN.id, f"content not verified: {what}")
+            if problem is None:
+                continue
+            if p in missing:
+                yield PARTITION_MISSING.finding(
+                    f"{sc.store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails",
+                    [Evidence(ck.display(sc.store.rel), expected="a directory", found="none"), *problem.evidence],
+                    spark_error=problem.spark_error,
+                    stage=70,
+                )
+            else:
+                yield _as_finding(problem, stage=70)
     if ctx.deep:
         yield from _deep_state(ctx)
 
@@ -512,7 +551,7 @@ def _deep_state(ctx: AuditContext) -> Iterator[Finding]:
                         else:
                             statefile.verify(codec.decompress(conf_codec, data, ck.display(rel)), ck.display(rel), kind)  # type: ignore[arg-type]
                     except FormatError as exc:
-                        if exc.kind != "trailing-bytes":
+                        if exc.kind not in ("trailing-bytes", *UNVERIFIABLE):
                             yield STATE_OLD_CORRUPT.finding(
                                 f"{rel} is unreadable ({exc.expected}, found {exc.found})",
                                 [Evidence(ck.display(rel), exc.offset, exc.expected, exc.found)],
