@@ -148,7 +148,7 @@ def streaming_file_missing(target: SparkTarget, rel: str) -> SparkError:
             "CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE",
             f"{rel} does not exist",
         )
-    return SparkError(None, None, f"{rel} does not exist")
+    return SparkError(ISE, None, f"{rel} does not exist")
 
 
 def state_dir_missing() -> SparkError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ from ckptfix.formats.text import dumps, parse_json_object, parse_version, previe
 METADATA = "metadata"
 METADATA_VERSION = 1
 ZIP_MAGIC = b"PK\x03\x04"
+EOCD_MAGIC = b"PK\x05\x06"
+EOCD_SIZE = 22  # end-of-central-directory record without its comment
+EOCD_DIR_OFFSET = struct.Struct("<I")  # zip structures are little-endian; central directory start at EOCD+16
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -188,19 +192,41 @@ def is_unsafe_name(name: str) -> bool:
     return ".." in re.split(r"[/\\]", name)
 
 
+def _central_directory_offset(data: bytes) -> int:
+    """Where the central directory starts per the end record, or len(data) without one."""
+    at = data.rfind(EOCD_MAGIC)
+    if at < 0 or at + 20 > len(data):
+        return len(data)
+    (offset,) = EOCD_DIR_OFFSET.unpack_from(data, at + 16)
+    return min(offset, len(data))
+
+
 def _open(data: bytes, path: str) -> zipfile.ZipFile:
+    if not data:
+        raise FormatError(path, 0, "a zip file", "an empty file", kind="empty")
     try:
         return zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
-        if not data:
-            raise FormatError(path, 0, "a zip file", "an empty file", kind="empty") from None
         if not data.startswith(ZIP_MAGIC):
             raise FormatError(
                 path, 0, "a zip local header 'PK\\x03\\x04'", preview(data[:4]), kind="not-a-zip"
             ) from None
-        # the end-of-central-directory record sits at the end: a cut file loses it first
+        eocd = data.rfind(EOCD_MAGIC)
+        if eocd < 0 or eocd + EOCD_SIZE > len(data):
+            # the end-of-central-directory record sits at the end: a cut file loses it first
+            raise FormatError(
+                path, len(data), "the zip end-of-central-directory record", str(exc), kind="truncated"
+            ) from None
         raise FormatError(
-            path, len(data), "the zip end-of-central-directory record", str(exc), kind="truncated"
+            path, _central_directory_offset(data), "a valid zip central directory", str(exc), kind="corrupt-zip"
+        ) from None
+    except (UnicodeDecodeError, ValueError, struct.error, EOFError, OverflowError, NotImplementedError) as exc:
+        raise FormatError(
+            path,
+            _central_directory_offset(data),
+            "a valid zip central directory",
+            f"{type(exc).__name__}: {exc}",
+            kind="corrupt-zip",
         ) from None
 
 
@@ -219,7 +245,7 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> None
             str(exc),
             kind="bad-crc" if crc else "corrupt-zip",
         ) from None
-    except (zlib.error, EOFError, ValueError, NotImplementedError) as exc:
+    except (zlib.error, EOFError, ValueError, NotImplementedError, UnicodeDecodeError, struct.error) as exc:
         raise FormatError(
             path,
             info.header_offset,
