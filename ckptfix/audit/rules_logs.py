@@ -7,6 +7,7 @@ metadata at ``start()``, 4.3's ``initializeExecution``, the 4.2+ repartition che
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from ckptfix import layout
@@ -163,10 +164,21 @@ LOG_CRC_ORPHAN = define(
 )
 LOG_VOID = define(
     "LOG-VOID-OFFSET",
-    "warning",
+    "error",
     "The latest offset file has a source without an offset ('-')",
-    "Spark drops that source's end offset and re-reads its range from offsets/L-1 (or its initial offset).",
-    "Check that the number and order of the query's sources did not change.",
+    "Spark restarts without complaint, drops that source's end offset and re-reads its range from "
+    "offsets/L-1 (or its initial offset): the batch is processed again (duplicates in append sinks).",
+    "Restore the offset from a backup; check that the query's sources did not change.",
+)
+LOG_V2_IDS = define(
+    "LOG-V2-SOURCE-ID",
+    "error",
+    "A v2 offset file names sources the query does not have",
+    "Offset log v2 lines are `<sourceId>:<offset>`, split at the first colon. Spark 4.2+ silently ignores ids "
+    "that match no source, so a mislabelled or damaged file restarts and re-reads the source from "
+    'offsets/L-1 (duplicates). Seen when a v1 file is relabelled v2: `{"logOffset":5}` parses as source '
+    '`{"logOffset"`.',
+    "Restore the file's v1 header (or the original file from a backup).",
 )
 LOG_OLD_UNREADABLE = define(
     "LOG-OLD-UNREADABLE",
@@ -175,6 +187,9 @@ LOG_OLD_UNREADABLE = define(
     "Restart does not read it, but rollbacks, the state reader and file-source replays may.",
     "Restore it from a backup if you may need to roll back past it.",
 )
+
+
+_SOURCE_ID = re.compile(r"^[A-Za-z0-9_.$-]+$")  # ordinals and user-given source names
 
 
 def _parse_finding(ctx: AuditContext, log: str, batch: int, exc: FormatError, stage: int) -> Finding:
@@ -263,6 +278,21 @@ def latest_offset(ctx: AuditContext) -> Iterator[Finding]:
             spark_error=E.watermark_npe(),
             stage=45,
         )
+    if entry.version == 2:
+        prev = ctx.offset_or_error(L - 1)[0] if L > 0 and (L - 1) in ck.offsets.files else None
+        known = {o.source_id for o in prev.offsets} if prev is not None and prev.version == 2 else None
+        bad = [
+            o.source_id
+            for o in entry.offsets
+            if not _SOURCE_ID.match(o.source_id) or (known is not None and o.source_id not in known)
+        ]
+        if bad:
+            yield LOG_V2_IDS.finding(
+                f"offsets/{L} names source(s) {', '.join(map(repr, bad))}, which are not source ids of this query"
+                + ("" if known is None else f" (offsets/{L - 1} has {', '.join(sorted(known))})"),
+                [Evidence(ck.display(f"offsets/{L}"), expected="'<sourceId>:<offset>' lines", found=bad[0])],
+                silent=True,
+            )
     voids = [o.source_id for o in entry.offsets if o.json is None]
     if voids:
         yield LOG_VOID.finding(

@@ -209,7 +209,6 @@ class StoreCheck:
     def hdfs(self) -> Problem | None:
         N, store = self.N, self.store
         snaps = sorted((v for v in store.versions("snapshot") if v <= N), reverse=True)
-        fallback = self.ctx.target.falls_back_from_corrupt_snapshot
         for S in [*snaps, 0]:
             if S:
                 rel = self.rel(S, "snapshot")
@@ -221,17 +220,8 @@ class StoreCheck:
                         (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
                         _corrupt_error(exc),
                     )
-                    if not fallback:
+                    if not self.fall_back(problem):
                         return problem
-                    self.notes.append(
-                        Problem(
-                            problem.rule,
-                            problem.message + f"; Spark {self.ctx.target.label} falls back to an older snapshot",
-                            problem.evidence,
-                            None,
-                            "warning",
-                        )
-                    )
                     continue
             for v in range(S + 1, N + 1):
                 if not self.has(v, "delta"):
@@ -261,8 +251,10 @@ class StoreCheck:
         rel = self.rel(version, "zip", uid)
         ck = self.ctx.ckpt
         try:
-            data = ck.read(rel)
-            parsed = rocksdbzip.parse(data, self.display(rel))
+            exc = self.read_verified(rel, "zip")  # the 4.x checksum sidecar, then the zip itself
+            if exc is not None:
+                raise exc
+            parsed = rocksdbzip.parse(ck.read(rel), self.display(rel))
         except FormatError as exc:
             return Problem(
                 FILE_CORRUPT.id,
@@ -290,10 +282,7 @@ class StoreCheck:
         return None
 
     def rocksdb_chain(self, base: int, base_uid: str | None, steps: Sequence[tuple[int, str | None]]) -> Problem | None:
-        if base:
-            problem = self.rocksdb_zip(base, base_uid)
-            if problem:
-                return problem
+        """Changelogs after a base zip (already checked) or after the empty state (base 0)."""
         for v, uid in steps:
             rel = self.rel(v, "changelog", uid)
             if not self.has(v, "changelog", uid):
@@ -319,12 +308,26 @@ class StoreCheck:
                 )
         return None
 
+    def fall_back(self, problem: Problem) -> bool:
+        """Spark 4.1+ skips a snapshot it cannot load and tries the next older one (then the
+        empty state); older Sparks fail. Records the skipped snapshot as a warning."""
+        if not self.ctx.target.falls_back_from_corrupt_snapshot:
+            return False
+        note = f"{problem.message}; Spark {self.ctx.target.label} falls back to an older snapshot"
+        self.notes.append(Problem(problem.rule, note, problem.evidence, None, "warning"))
+        return True
+
     def rocksdb(self) -> Problem | None:
         N = self.N
         if self.uid is None:
-            zips = [v for v in self.store.versions("zip") if v <= N]
-            S = max(zips, default=0)
-            return self.rocksdb_chain(S, None, [(v, None) for v in range(S + 1, N + 1)])
+            zips = sorted((v for v in self.store.versions("zip") if v <= N), reverse=True)
+            for S in zips:
+                problem = self.rocksdb_zip(S, None)
+                if problem is None:
+                    return self.rocksdb_chain(S, None, [(v, None) for v in range(S + 1, N + 1)])
+                if not self.fall_back(problem):
+                    return problem
+            return self.rocksdb_chain(0, None, [(v, None) for v in range(1, N + 1)])
         uid = self.uid
         if self.has(N, "zip", uid):
             return self.rocksdb_zip(N, uid)
@@ -361,7 +364,7 @@ class StoreCheck:
                 )
             return self.rocksdb_chain(0, None, lineage)
         bv, bu = lineage[base_index]
-        return self.rocksdb_chain(bv, bu, lineage[base_index + 1 :])
+        return self.rocksdb_zip(bv, bu) or self.rocksdb_chain(bv, bu, lineage[base_index + 1 :])
 
     def planned(self) -> list[str]:
         """The files the load most likely reads, from the listing alone (for prefetching)."""
@@ -446,6 +449,12 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ids = _unique_ids(ctx, N) if N else None
     stateful = ctx.stateful if ctx.stateful is not None else bool(inv.operators or ids)
     if not inv.operators:
+        if ctx.stateful is None and not stateful and N > 0:
+            yield Skipped(
+                DIR_MISSING.id,
+                "state/ is empty or absent: fine for a stateless query; if the query has stateful operators, "
+                "audit with --stateful (Spark then fails to load state)",
+            )
         if stateful and N > 0 and ctx.latest_offset is not None:
             provider = "rocksdb" if "rocksdb" in ctx.conf.get(PROVIDER, "").lower() else "hdfs"
             err = (
