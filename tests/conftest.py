@@ -1,0 +1,1 @@
+pytest_plugins = ["tests.support.s3", "tests.spark.plugin"]

@@ -1,0 +1,509 @@
+"""Catalogue of checkpoint damage, applied with plain file operations to a COPY of a base checkpoint.
+
+Each case names the scenario whose base checkpoint it damages (``tests/spark/queries.py``) and the Spark
+versions it applies to. ``apply`` may raise :class:`SkipCase` when the base does not have what the damage
+needs (e.g. no snapshot was written); callers turn that into a skip with the reason.
+
+Hadoop ``.<name>.crc`` sidecars of changed files are left in place (stale) unless the case says otherwise:
+Spark does not verify them on these reads, and a stale sidecar is itself something the audit may report.
+Deleting a file also deletes its sidecar (as Hadoop's own delete/rename do); renames move it along.
+
+No pytest import here: the Spark 3.5.9 fixture generator uses this module too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALL_VERSIONS = frozenset({"3.5", "4.3"})
+
+
+class SkipCase(Exception):
+    """The base checkpoint lacks what this damage needs (message = reason)."""
+
+
+@dataclass(frozen=True)
+class DamageCase:
+    name: str
+    scenario: str
+    apply: Callable[[Path], None]
+    description: str = ""
+    versions: frozenset[str] = ALL_VERSIONS
+    # Rule id the audit must report with severity "error" when Spark restarts anyway (silent hazard).
+    expect_rule: str | None = None
+    # Versions on which ``expect_rule`` applies (defaults to all versions of the case).
+    expect_rule_versions: frozenset[str] | None = None
+    # False when wrong sink data after a successful restart is inherent to the scenario, not a hazard the
+    # audit must flag (async progress tracking is at-least-once: unpersisted batches are replayed).
+    check_correct: bool = True
+    # What the user tells the audit that the files cannot (e.g. {"stateful": True} once state/ is gone).
+    audit_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def expects_rule(self, version: str) -> str | None:
+        if self.expect_rule is None:
+            return None
+        if self.expect_rule_versions is not None and version not in self.expect_rule_versions:
+            return None
+        return self.expect_rule
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def crc_of(path: Path) -> Path:
+    return path.parent / f".{path.name}.crc"
+
+
+def log_ids(ckpt: Path, log: str) -> list[int]:
+    d = ckpt / log
+    if not d.is_dir():
+        return []
+    return sorted(int(p.name) for p in d.iterdir() if p.is_file() and re.fullmatch(r"0|[1-9][0-9]*", p.name))
+
+
+def latest(ckpt: Path, log: str) -> int:
+    ids = log_ids(ckpt, log)
+    if not ids:
+        raise SkipCase(f"{log}/ is empty in the base checkpoint")
+    return ids[-1]
+
+
+def remove(path: Path, with_crc: bool = True) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    if with_crc and crc_of(path).exists():
+        crc_of(path).unlink()
+
+
+def rewrite(path: Path, data: str | bytes, drop_crc: bool = False) -> None:
+    """Overwrite ``path`` in place (the Hadoop .crc sidecar stays, now stale, unless ``drop_crc``)."""
+    if isinstance(data, str):
+        data = data.encode()
+    path.write_bytes(data)
+    if drop_crc and crc_of(path).exists():
+        crc_of(path).unlink()
+
+
+def latest_file(ckpt: Path, log: str) -> Path:
+    return ckpt / log / str(latest(ckpt, log))
+
+
+def _offset_lines(path: Path) -> list[str]:
+    return path.read_text().split("\n")
+
+
+def state_partitions(ckpt: Path, op: int = 0) -> list[Path]:
+    d = ckpt / "state" / str(op)
+    if not d.is_dir():
+        raise SkipCase("the base checkpoint has no state/ directory")
+    return sorted((p for p in d.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def versions_with(part: Path, ext: str) -> list[int]:
+    out = []
+    for p in part.iterdir():
+        m = re.fullmatch(rf"([0-9]+)\.{ext}", p.name)
+        if m and p.is_file():
+            out.append(int(m.group(1)))
+    return sorted(out)
+
+
+# ------------------------------------------------------------------------------ offset / commit logs
+
+
+def _noop(ckpt: Path) -> None:
+    return None
+
+
+def _async_require_gap(ckpt: Path) -> None:
+    ids = log_ids(ckpt, "offsets")
+    if not ids or ids[-1] == 0 or ids[-1] - 1 in ids:
+        raise SkipCase(f"async base is not sparse at the top: offsets {ids}")
+
+
+def _async_uncommitted(ckpt: Path) -> None:
+    _async_require_gap(ckpt)
+    last = latest(ckpt, "offsets")
+    if last not in log_ids(ckpt, "commits"):
+        raise SkipCase("async base has no commit for its latest offset")
+    remove(ckpt / "commits" / str(last))
+
+
+def _commit_beyond_offsets(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    shutil.copyfile(ckpt / "commits" / str(last), ckpt / "commits" / str(last + 1))
+
+
+def _latest_offset_deleted(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    if last not in log_ids(ckpt, "commits"):
+        raise SkipCase("latest offset has no commit")
+    remove(ckpt / "offsets" / str(last))
+
+
+def _truncate(log: str, content: str) -> Callable[[Path], None]:
+    def apply(ckpt: Path) -> None:
+        rewrite(latest_file(ckpt, log), content)
+
+    return apply
+
+
+def _offset_metadata_truncated(ckpt: Path) -> None:
+    path = latest_file(ckpt, "offsets")
+    lines = _offset_lines(path)
+    meta = lines[1]
+    rewrite(path, lines[0] + "\n" + meta[: len(meta) // 2])
+
+
+def _offset_metadata_empty(ckpt: Path) -> None:
+    path = latest_file(ckpt, "offsets")
+    lines = _offset_lines(path)
+    lines[1] = ""
+    rewrite(path, "\n".join(lines))
+
+
+def _relabel(log: str, header: str) -> Callable[[Path], None]:
+    def apply(ckpt: Path) -> None:
+        path = latest_file(ckpt, log)
+        lines = _offset_lines(path)
+        lines[0] = header
+        rewrite(path, "\n".join(lines))
+
+    return apply
+
+
+def _offset_edited_stale_crc(ckpt: Path) -> None:
+    path = latest_file(ckpt, "offsets")
+    text = path.read_text()
+    m = re.search(r'"logOffset":([0-9]+)', text)
+    if not m or int(m.group(1)) == 0:
+        raise SkipCase("latest offset has no logOffset > 0")
+    if not crc_of(path).exists():
+        raise SkipCase("latest offset file has no .crc sidecar")
+    n = int(m.group(1))
+    rewrite(path, text.replace(f'"logOffset":{n}', f'"logOffset":{n - 1}'))
+
+
+def _middle_gap(ckpt: Path) -> None:
+    if latest(ckpt, "offsets") < 4:
+        raise SkipCase("too few batches for a middle gap")
+    remove(ckpt / "offsets" / "2")
+
+
+def _leftovers(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    src = (ckpt / "offsets" / str(last)).read_bytes()
+    (ckpt / "offsets" / f".{last + 1}.3f1c7a52-8d0e-4b7a-9a55-0c2f4de1b6aa.tmp").write_bytes(src)
+    (ckpt / "offsets" / f"{last + 1}.tmp").write_bytes(src)
+    (ckpt / "offsets" / "garbage.txt").write_text("not a batch\n")
+    (ckpt / "commits" / f".{last + 1}.0b7d1e9c-2f4a-4c1e-8e3b-5a6d7c8e9f00.tmp").write_text("v1\n")
+    (ckpt / "commits" / "README").write_text("junk\n")
+
+
+def _noncanonical_name(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    old = ckpt / "offsets" / str(last)
+    new = ckpt / "offsets" / f"{last:04d}"
+    old.rename(new)
+    if crc_of(old).exists():
+        crc_of(old).rename(crc_of(new))
+
+
+def _source_log_latest_missing(ckpt: Path) -> None:
+    d = ckpt / "sources" / "0"
+    if not d.is_dir():
+        raise SkipCase("no sources/0 log")
+    ids = []
+    for p in d.iterdir():
+        m = re.fullmatch(r"([0-9]+)(\.compact)?", p.name)
+        if m:
+            ids.append((int(m.group(1)), p))
+    if not ids:
+        raise SkipCase("sources/0 is empty")
+    remove(max(ids)[1])
+
+
+def _commit_latest_missing(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    if last not in log_ids(ckpt, "commits"):
+        raise SkipCase("latest offset has no commit")
+    remove(ckpt / "commits" / str(last))
+
+
+def _offset_void_source(ckpt: Path) -> None:
+    path = latest_file(ckpt, "offsets")
+    lines = _offset_lines(path)
+    if len(lines) < 3:
+        raise SkipCase("latest offset file has no source line")
+    lines[2] = "-"
+    rewrite(path, "\n".join(lines))
+
+
+def _offsets_all_deleted(ckpt: Path) -> None:
+    for i in log_ids(ckpt, "offsets"):
+        remove(ckpt / "offsets" / str(i))
+
+
+def _async_repaired(ckpt: Path) -> None:
+    """The documented-equivalent file repair of an async checkpoint: copy offsets/P to offsets/L-1."""
+    _async_require_gap(ckpt)
+    ids = log_ids(ckpt, "offsets")
+    last, prev = ids[-1], ids[-2] if len(ids) > 1 else None
+    if prev is None:
+        raise SkipCase("async base has a single offset file")
+    src = last if last in log_ids(ckpt, "commits") else prev
+    shutil.copyfile(ckpt / "offsets" / str(src), ckpt / "offsets" / str(last - 1))
+
+
+# ----------------------------------------------------------------------------------- metadata file
+
+
+def _metadata(content: str | None) -> Callable[[Path], None]:
+    def apply(ckpt: Path) -> None:
+        path = ckpt / "metadata"
+        if content is None:
+            remove(path)
+        else:
+            rewrite(path, content)
+
+    return apply
+
+
+def _metadata_truncated(ckpt: Path) -> None:
+    path = ckpt / "metadata"
+    text = path.read_text()
+    rewrite(path, text[: len(text) // 2])
+
+
+# ---------------------------------------------------------------------------------------- state
+
+
+def _latest_state_version(part: Path) -> int:
+    vs = versions_with(part, "delta") + versions_with(part, "changelog") + versions_with(part, "zip")
+    if not vs:
+        raise SkipCase(f"no state files in {part}")
+    return max(vs)
+
+
+def _state_delta_missing(ckpt: Path) -> None:
+    """Delete the newest delta of a partition whose newest version has no snapshot (so the delta is needed)."""
+    for part in state_partitions(ckpt):
+        v = _latest_state_version(part)
+        if v not in versions_with(part, "snapshot") and (part / f"{v}.delta").exists():
+            remove(part / f"{v}.delta")
+            return
+    raise SkipCase("every partition has a snapshot of its newest version (no delta is needed)")
+
+
+def _state_delta_missing_covered(ckpt: Path) -> None:
+    """Delete a delta that the newest snapshot of its partition covers (harmless)."""
+    for part in state_partitions(ckpt):
+        snaps = versions_with(part, "snapshot")
+        if snaps and (part / f"{snaps[-1]}.delta").exists():
+            remove(part / f"{snaps[-1]}.delta")
+            return
+    raise SkipCase("no partition has a snapshot with a delta below it")
+
+
+def _state_partition_missing(ckpt: Path) -> None:
+    parts = state_partitions(ckpt)
+    if len(parts) < 2:
+        raise SkipCase("fewer than 2 state partitions")
+    shutil.rmtree(parts[1])
+
+
+def _state_schema_missing(ckpt: Path) -> None:
+    path = ckpt / "state" / "0" / "0" / "_metadata" / "schema"
+    if not path.exists():
+        raise SkipCase("no state/0/0/_metadata/schema")
+    remove(path)
+
+
+def _state_junk_file(ckpt: Path) -> None:
+    part = state_partitions(ckpt)[0]
+    (part / "temp-1234567.tmp").write_bytes(b"junk")
+    (part / f".{_latest_state_version(part) + 1}.delta.5d1f0c3e-6a7b-4c8d-9e0f-112233445566.tmp").write_bytes(b"")
+
+
+def _rocksdb_zips_missing(ckpt: Path) -> None:
+    found = False
+    for part in state_partitions(ckpt):
+        for v in versions_with(part, "zip"):
+            remove(part / f"{v}.zip")
+            found = True
+    if not found:
+        raise SkipCase("no RocksDB zip files")
+
+
+def _state_dir_missing(ckpt: Path) -> None:
+    if not (ckpt / "state").is_dir():
+        raise SkipCase("no state/ directory")
+    shutil.rmtree(ckpt / "state")
+
+
+LZ4_BLOCK_HEADER = 21  # "LZ4Block" + token + compressedLen + rawLen + checksum
+
+
+def _state_snapshot_corrupt(ckpt: Path) -> None:
+    """Flip bytes inside the first LZ4 block payload of the newest snapshot of every partition that has one
+    (deltas up to it stay, so a reader that falls back to older snapshots + deltas can still rebuild)."""
+    done = 0
+    for part in state_partitions(ckpt):
+        snaps = versions_with(part, "snapshot")
+        if not snaps:
+            continue
+        path = part / f"{snaps[-1]}.snapshot"
+        data = bytearray(path.read_bytes())
+        if len(data) < LZ4_BLOCK_HEADER + 4 or data[:8] != b"LZ4Block":
+            continue
+        comp_len = int.from_bytes(data[9:13], "little")
+        if comp_len == 0:
+            continue  # empty store: nothing to corrupt
+        start = LZ4_BLOCK_HEADER + comp_len // 3
+        for i in range(start, min(start + 8, LZ4_BLOCK_HEADER + comp_len)):
+            data[i] ^= 0xFF
+        rewrite(path, bytes(data))
+        done += 1
+    if not done:
+        raise SkipCase("the base checkpoint has no non-empty HDFS snapshot")
+
+
+def _rocksdb_changelog_missing(ckpt: Path) -> None:
+    """Delete a changelog newer than the newest zip of partition 0's store (deleting the newest zip first when
+    it already covers the latest version, so that the changelog is needed)."""
+    for part in state_partitions(ckpt):
+        changelogs = versions_with(part, "changelog")
+        if not changelogs:
+            continue
+        zips = versions_with(part, "zip")
+        v = changelogs[-1]
+        if zips and zips[-1] >= v:
+            remove(part / f"{zips[-1]}.zip")
+        remove(part / f"{v}.changelog")
+        return
+    raise SkipCase("no RocksDB changelog files")
+
+
+def _zip_ssts(zip_path: Path) -> list[str]:
+    with zipfile.ZipFile(zip_path) as zf:
+        text = zf.read("metadata").decode()
+    meta = json.loads(text.split("\n", 1)[1])
+    return [f["dfsSstFileName"] for f in meta.get("sstFiles", [])]
+
+
+def _rocksdb_sst_missing(ckpt: Path) -> None:
+    """Delete the SST files that the newest zip of a partition lists."""
+    for part in state_partitions(ckpt):
+        zips = versions_with(part, "zip")
+        if not zips:
+            continue
+        ssts = _zip_ssts(part / f"{zips[-1]}.zip")
+        present = [part / "SSTs" / s for s in ssts if (part / "SSTs" / s).exists()]
+        if present:
+            for p in present:
+                remove(p)
+            return
+    raise SkipCase("no RocksDB zip lists an SST file that exists")
+
+
+# -------------------------------------------------------------------------------------- file sink
+
+
+def _filesink_ahead(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    if last not in log_ids(ckpt, "commits"):
+        raise SkipCase("latest offset has no commit")
+    remove(ckpt / "offsets" / str(last))
+    remove(ckpt / "commits" / str(last))
+
+
+# ----------------------------------------------------------------------------------------- catalogue
+
+_CASES = [
+    # asynchronous progress tracking (base written with async on; restarted with it off)
+    DamageCase("async_sparse_gap", "async", _async_require_gap,
+               "real async run: latest offset L with offsets/L-1 missing (no change)"),
+    DamageCase("async_sparse_uncommitted", "async", _async_uncommitted,
+               "real async run with commits/L deleted: latest commit older than L, offsets/L-1 missing"),
+    # commit/offset collisions
+    DamageCase("commit_beyond_latest_offset", "stateless", _commit_beyond_offsets,
+               "commits/L+1 (copy of commits/L) without offsets/L+1"),
+    DamageCase("latest_offset_deleted", "stateless", _latest_offset_deleted,
+               "offsets/L deleted while commits/L exists"),
+    DamageCase("async_repaired_copy_prev", "async", _async_repaired,
+               "async checkpoint repaired by copying offsets/L (L committed) or offsets/P to offsets/L-1",
+               check_correct=False),
+    DamageCase("commit_latest_missing", "stateless", _commit_latest_missing,
+               "commits/L deleted (the normal crash window: batch L is re-executed)"),
+    DamageCase("offsets_all_deleted", "stateless", _offsets_all_deleted,
+               "every offsets/ file deleted while commits/ (and sources/) remain"),
+    # damaged latest offset / commit files
+    DamageCase("offset_latest_empty", "stateless", _truncate("offsets", ""), "offsets/L is 0 bytes"),
+    DamageCase("commit_latest_empty", "stateless", _truncate("commits", ""), "commits/L is 0 bytes"),
+    DamageCase("offset_latest_header_only", "stateless", _truncate("offsets", "v1"), "offsets/L is just 'v1'"),
+    DamageCase("offset_latest_metadata_truncated", "stateless", _offset_metadata_truncated,
+               "offsets/L cut in the middle of the metadata JSON"),
+    DamageCase("offset_latest_metadata_empty", "stateless", _offset_metadata_empty,
+               "offsets/L metadata line is empty"),
+    DamageCase("offset_latest_bad_header", "stateless", _relabel("offsets", "x1"), "offsets/L header 'x1'"),
+    DamageCase("offset_latest_v99", "stateless", _relabel("offsets", "v99"), "offsets/L header 'v99'"),
+    DamageCase("commit_latest_v99", "stateless", _relabel("commits", "v99"), "commits/L header 'v99'"),
+    DamageCase("commit_latest_v1_only", "stateless", _truncate("commits", "v1"), "commits/L is just 'v1'"),
+    DamageCase("offset_latest_void_source", "stateless", _offset_void_source,
+               "offsets/L source line replaced by '-' (no offset for the source)"),
+    DamageCase("offset_latest_relabelled_v2", "stateless", _relabel("offsets", "v2"),
+               "offsets/L header relabelled 'v2' (v1 body)"),
+    DamageCase("offset_latest_edited_stale_crc", "stateless", _offset_edited_stale_crc,
+               "offsets/L logOffset N -> N-1 edited in place, Hadoop .crc left stale (silent replay)",
+               expect_rule="LOG-CRC-MISMATCH"),
+    DamageCase("offsets_middle_gap", "stateless", _middle_gap, "offsets/2 deleted (harmless)"),
+    DamageCase("leftover_temp_and_junk", "stateless", _leftovers,
+               "leftover .<n>.<uuid>.tmp, <n>.tmp, garbage.txt, README in offsets/ and commits/ (harmless)"),
+    DamageCase("offset_noncanonical_name", "stateless", _noncanonical_name,
+               "offsets/L renamed to offsets/000L (with its .crc)"),
+    DamageCase("source_log_latest_missing", "stateless", _source_log_latest_missing,
+               "latest file of the file source log sources/0 deleted"),
+    # metadata
+    DamageCase("metadata_missing", "stateless", _metadata(None), "metadata deleted",
+               expect_rule="META-MISSING", expect_rule_versions=frozenset({"3.5"})),
+    DamageCase("metadata_empty", "stateless", _metadata(""), "metadata is 0 bytes"),
+    DamageCase("metadata_braces", "stateless", _metadata("{}"), "metadata is '{}'"),
+    DamageCase("metadata_truncated", "stateless", _metadata_truncated, "metadata JSON cut in half"),
+    # HDFS state store
+    DamageCase("state_delta_missing", "agg_hdfs", _state_delta_missing,
+               "newest delta of a partition whose newest version has no snapshot deleted"),
+    DamageCase("state_delta_missing_covered", "agg_hdfs", _state_delta_missing_covered,
+               "a delta covered by the partition's newest snapshot deleted (harmless)"),
+    DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    DamageCase("state_schema_missing", "agg_hdfs", _state_schema_missing,
+               "state/0/0/_metadata/schema deleted (regenerated by Spark)"),
+    DamageCase("state_junk_file", "agg_hdfs", _state_junk_file,
+               "non-hidden temp-1234567.tmp and a hidden .<v>.delta.<uuid>.tmp in a state partition"),
+    DamageCase("state_dir_missing", "agg_hdfs", _state_dir_missing, "whole state/ deleted (audited with --stateful)",
+               audit_kwargs={"stateful": True}),
+    DamageCase("state_snapshot_corrupt", "agg_hdfs", _state_snapshot_corrupt,
+               "bytes flipped in the LZ4 payload of each partition's newest snapshot (deltas kept)"),
+    # RocksDB + changelog checkpointing
+    DamageCase("rocksdb_changelog_missing", "agg_rocksdb_cl", _rocksdb_changelog_missing,
+               "a changelog after the newest zip deleted (newest zip deleted first if it covers the latest version)"),
+    DamageCase("rocksdb_zips_missing", "agg_rocksdb_cl", _rocksdb_zips_missing,
+               "every RocksDB snapshot zip deleted (changelogs from version 1 remain)"),
+    DamageCase("rocksdb_sst_missing", "agg_rocksdb_cl", _rocksdb_sst_missing,
+               "SST files listed by a partition's newest zip deleted"),
+    # file sink
+    DamageCase("filesink_metadata_ahead", "filesink", _filesink_ahead,
+               "offsets/L and commits/L deleted: _spark_metadata has batch L the logs don't (silent loss)",
+               expect_rule="SINK-AHEAD"),
+]
+
+CASES: dict[str, DamageCase] = {c.name: c for c in _CASES}
+assert len(CASES) == len(_CASES), "duplicate case names"

@@ -1,0 +1,197 @@
+"""Streaming scenarios shared by the Spark 3.5.9 fixture generator and the live 4.x tests.
+
+A scenario builds an UNSTARTED ``DataStreamWriter``; the caller sets ``checkpointLocation`` and the trigger
+(see ``tests/spark/harness.py``). Everything here must work under PySpark 3.5 and 4.x and must not import
+pytest (the 3.5 generator runs outside pytest).
+
+Layout of a scenario work dir (see ``harness.build_base``)::
+
+    <workdir>/ckpt/            the checkpoint
+    <workdir>/input/           JSON-lines input files part-NNNN.json (5 rows each, globally unique ids)
+    <workdir>/output/          sink output (foreachBatch: batch_id=<N>/ written with mode overwrite;
+                               filesink: parquet + _spark_metadata)
+    <workdir>/output_append/   foreachBatch scenarios only: every batch appended (shows replays)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROWS_PER_FILE = 5
+INPUT_MTIME_BASE = 1_700_000_000  # 2023-11-14T22:13:20Z
+KEYS = ["k0", "k1", "k2", "k3", "k4", "k5"]
+INPUT_SCHEMA_DDL = "id LONG, key STRING, value LONG"
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+# Every session conf a scenario may set. Before each start the harness sets the scenario's values and
+# unsets the others, so scenarios never leak confs into each other in the shared session.
+SCENARIO_CONF_KEYS = (
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+)
+
+# Session-wide confs (set at session creation; the maintenance interval is read when the maintenance
+# task starts, so it must be in place before the first stateful query).
+SESSION_CONFS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "3",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "200ms",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.driver.memory": "1g",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+# Exceptions raised inside foreachBatch functions (the harness reads their Java cause chains).
+FOREACH_BATCH_ERRORS: list[BaseException] = []
+
+
+def append_dir(output_dir: Path) -> Path:
+    """The append-mode companion of a foreachBatch output dir."""
+    return output_dir.with_name(output_dir.name + "_append")
+
+
+def input_file(input_dir: Path, index: int) -> Path:
+    return input_dir / f"part-{index:04d}.json"
+
+
+def write_input_files(input_dir: Path, start: int, count: int) -> list[Path]:
+    """Write files part-<start>..part-<start+count-1> (deterministic content, unique ids). Existing files
+    with the same name are left alone (content is deterministic, so they are identical)."""
+    input_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i in range(start, start + count):
+        path = input_file(input_dir, i)
+        if not path.exists():
+            rows = [
+                {"id": i * ROWS_PER_FILE + r, "key": KEYS[(i + r) % len(KEYS)], "value": i * 10 + r}
+                for r in range(ROWS_PER_FILE)
+            ]
+            tmp = path.with_name("." + path.name + ".tmp")  # hidden: the file source ignores it
+            tmp.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+            # Distinct, fixed modification times: the file source orders files by mtime, so batch n reads
+            # file n (one file per trigger) instead of whatever order equal mtimes give.
+            mtime = INPUT_MTIME_BASE + 60 * i
+            os.utime(tmp, (mtime, mtime))
+            tmp.rename(path)
+        written.append(path)
+    return written
+
+
+def count_input_files(input_dir: Path) -> int:
+    return len(list(input_dir.glob("part-*.json")))
+
+
+def _source(spark: Any, input_dir: Path) -> Any:
+    return (
+        spark.readStream.format("json")
+        .schema(INPUT_SCHEMA_DDL)
+        .option("maxFilesPerTrigger", 1)
+        .load(str(input_dir))
+    )
+
+
+def _foreach_batch_writer(df: Any, output_dir: Path) -> Any:
+    out = str(output_dir)
+    app = str(append_dir(output_dir))
+
+    def sink(batch_df: Any, batch_id: int) -> None:
+        try:
+            batch_df.write.mode("overwrite").json(f"{out}/batch_id={batch_id:05d}")
+            batch_df.write.mode("append").json(app)
+        except Exception as exc:  # the Python proxy hides the Java cause chain: keep it for the harness
+            FOREACH_BATCH_ERRORS.append(exc)
+            raise
+
+    return df.writeStream.foreachBatch(sink)
+
+
+def _build_stateless(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return _foreach_batch_writer(_source(spark, input_dir), output_dir)
+
+
+def _build_agg(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    agg = _source(spark, input_dir).groupBy("key").agg(F.count("*").alias("cnt"), F.sum("value").alias("total"))
+    return _foreach_batch_writer(agg, output_dir).outputMode("update")
+
+
+def _build_filesink(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return _source(spark, input_dir).writeStream.format("parquet").option("path", str(output_dir))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    build: Callable[[Any, Path, Path], Any]
+    confs: dict[str, str] = field(default_factory=dict)
+    stateful: bool = False
+    sink: str = "foreachBatch"  # or "file"
+    base_files: int = 7  # input files processed by the base run (one per batch)
+    # async scenario only: writer options of the BASE run (restarts run without them) + its trigger
+    async_options: dict[str, str] = field(default_factory=dict)
+    processing_time: str | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return bool(self.async_options)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario("stateless", _build_stateless),
+        Scenario(
+            "agg_hdfs",
+            _build_agg,
+            confs={
+                "spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER,
+                "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+            },
+            stateful=True,
+            base_files=8,
+        ),
+        Scenario(
+            "agg_rocksdb_cl",
+            _build_agg,
+            confs={
+                "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+                "spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            },
+            stateful=True,
+            base_files=8,
+        ),
+        Scenario("filesink", _build_filesink, sink="file"),
+        Scenario(
+            "async",
+            _build_stateless,
+            base_files=10,
+            async_options={
+                "asyncProgressTrackingEnabled": "true",
+                "asyncProgressTrackingCheckpointIntervalMs": "2000",
+                "_asyncProgressTrackingOverrideSinkSupportCheck": "true",
+            },
+            processing_time="400 milliseconds",
+        ),
+    ]
+}
+
+
+def apply_confs(spark: Any, scenario: Scenario) -> None:
+    """Set the scenario's session confs and unset the other scenario-specific ones."""
+    for key in SCENARIO_CONF_KEYS:
+        if key in scenario.confs:
+            spark.conf.set(key, scenario.confs[key])
+        else:
+            spark.conf.unset(key)
