@@ -1,0 +1,1 @@
+"""Shared test helpers (pytest plugins live here, conftest.py stays short)."""
