@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ckptfix.errors import FormatError, UnsupportedVersion
-from ckptfix.formats.schema import U16, decode_modified_utf8, read_utf, write_utf
+from ckptfix.formats.javaio import U16, decode_modified_utf8, read_utf, write_utf
 from ckptfix.formats.text import preview
 
 INT = struct.Struct(">i")  # Java DataOutputStream: big-endian

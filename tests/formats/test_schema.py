@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ckptfix.errors import FormatError, UnsupportedVersion
-from ckptfix.formats import schema
+from ckptfix.formats import javaio, schema
 from ckptfix.formats.schema import ColumnFamilySchema, SchemaV1, SchemaV2, SchemaV3
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "formats"
@@ -63,35 +63,35 @@ def test_v1_layout() -> None:
 
 
 def test_nul_and_supplementary_encoding() -> None:
-    assert schema.encode_modified_utf8("a\x00b") == b"a\xc0\x80b"
-    assert schema.encode_modified_utf8("\U0001f600") == bytes.fromhex("eda0bdedb880")  # CESU-8 surrogates
-    assert schema.encode_modified_utf8("é€") == "é€".encode()  # BMP: same as UTF-8
-    assert schema.decode_modified_utf8(b"a\xc0\x80b") == "a\x00b"
-    assert schema.decode_modified_utf8(bytes.fromhex("eda0bdedb880")) == "\U0001f600"
+    assert javaio.encode_modified_utf8("a\x00b") == b"a\xc0\x80b"
+    assert javaio.encode_modified_utf8("\U0001f600") == bytes.fromhex("eda0bdedb880")  # CESU-8 surrogates
+    assert javaio.encode_modified_utf8("é€") == "é€".encode()  # BMP: same as UTF-8
+    assert javaio.decode_modified_utf8(b"a\xc0\x80b") == "a\x00b"
+    assert javaio.decode_modified_utf8(bytes.fromhex("eda0bdedb880")) == "\U0001f600"
 
 
 def test_four_byte_utf8_is_rejected() -> None:
     with pytest.raises(FormatError) as info:
-        schema.decode_modified_utf8(b"ab" + "\U0001f600".encode(), "x", 10)
+        javaio.decode_modified_utf8(b"ab" + "\U0001f600".encode(), "x", 10)
     assert (info.value.kind, info.value.offset) == ("invalid-utf", 12)
 
 
 def test_lone_surrogate_is_rejected() -> None:
     with pytest.raises(FormatError) as info:
-        schema.decode_modified_utf8(bytes.fromhex("eda0bd"), "x", 0)
+        javaio.decode_modified_utf8(bytes.fromhex("eda0bd"), "x", 0)
     assert info.value.kind == "invalid-utf"
 
 
 def test_bad_continuation_byte() -> None:
     with pytest.raises(FormatError) as info:
-        schema.decode_modified_utf8(b"ok\xc3(", "x", 100)
+        javaio.decode_modified_utf8(b"ok\xc3(", "x", 100)
     assert (info.value.kind, info.value.offset) == ("invalid-utf", 102)
 
 
 @given(st.text(max_size=200))
 def test_modified_utf8_roundtrip(text: str) -> None:
-    assert schema.decode_modified_utf8(schema.encode_modified_utf8(text)) == text
-    encoded = schema.encode_modified_utf8(text)
+    assert javaio.decode_modified_utf8(javaio.encode_modified_utf8(text)) == text
+    encoded = javaio.encode_modified_utf8(text)
     assert b"\x00" not in encoded
     assert not any(b >= 0xF0 for b in encoded)
 
@@ -100,7 +100,7 @@ def test_chunks_split_long_strings_and_surrogate_pairs() -> None:
     text = "x" * 65534 + "\U0001f600" + "é" * 40000  # the pair straddles the 65535-char limit
     pieces = schema.split_chunks(text)
     assert len(pieces) >= 2
-    assert all(len(schema.encode_modified_utf8(p)) <= 65535 for p in pieces)
+    assert all(len(javaio.encode_modified_utf8(p)) <= 65535 for p in pieces)
     data = schema.write_chunks(text)
     assert struct.unpack_from(">i", data)[0] == len(pieces)
     assert schema.read_chunks(data, 0, "x", "t") == (text, len(data))
@@ -166,7 +166,7 @@ def test_unknown_version_and_empty() -> None:
 
 
 def test_invalid_json_names_the_chunk() -> None:
-    data = schema.write_utf("v2") + schema.write_chunks("{not json") + schema.write_chunks("{}")
+    data = javaio.write_utf("v2") + schema.write_chunks("{not json") + schema.write_chunks("{}")
     with pytest.raises(FormatError) as info:
         schema.parse(data, "x")
     assert (info.value.kind, info.value.offset) == ("invalid-json", 4)
