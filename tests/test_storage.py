@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -202,6 +205,31 @@ def test_root_that_is_a_file_raises_not_a_directory(backend: Backend) -> None:
     assert f"{url}/metadata" in str(info.value)
 
 
+def _as_unprivileged(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a child Python without root's power to ignore file modes (CI runs as
+    root): the capabilities DAC_OVERRIDE and DAC_READ_SEARCH are dropped with setpriv."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: file modes cannot be enforced")
+        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
+    return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+_PROBE = """
+import sys
+from ckptfix.storage import open_location
+loc = open_location(sys.argv[1])
+try:
+    {call}
+except PermissionError as exc:
+    print("PermissionError:", exc)
+else:
+    print("no error")
+"""
+
+
 def test_local_permission_denied_raises_permission_error(tmp_path: Path) -> None:
     root = tmp_path / "ckpt"
     (root / "offsets").mkdir(parents=True)
@@ -209,14 +237,13 @@ def test_local_permission_denied_raises_permission_error(tmp_path: Path) -> None
     secret.write_bytes(b"v1\n")
     secret.chmod(0)
     try:
-        if os.access(secret, os.R_OK):
-            pytest.skip("chmod 000 does not stop this user (root?) from reading")
-        loc = open_location(str(root))
-        with pytest.raises(PermissionError) as info:
-            loc.read("offsets/0")
-        assert f"{root}/offsets/0" in str(info.value)
+        code = _PROBE.format(call='loc.read("offsets/0")').replace("sys.argv[1]", repr(str(root)))
+        proc = _as_unprivileged(code)
     finally:
         secret.chmod(0o644)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("PermissionError:"), proc.stdout
+    assert f"{root}/offsets/0" in proc.stdout
 
 
 def test_local_unreadable_directory_fails_the_listing(tmp_path: Path) -> None:
@@ -226,13 +253,13 @@ def test_local_unreadable_directory_fails_the_listing(tmp_path: Path) -> None:
     (hidden / "1.delta").write_bytes(b"x")
     hidden.chmod(0)
     try:
-        if os.access(hidden, os.R_OK):
-            pytest.skip("chmod 000 does not stop this user (root?) from listing")
-        with pytest.raises(PermissionError) as info:
-            open_location(str(root)).list_tree()
-        assert f"{root}/state/0" in str(info.value)
+        code = _PROBE.format(call="loc.list_tree()").replace("sys.argv[1]", repr(str(root)))
+        proc = _as_unprivileged(code)
     finally:
         hidden.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("PermissionError:"), proc.stdout
+    assert f"{root}/state/0" in proc.stdout
 
 
 @pytest.mark.s3
