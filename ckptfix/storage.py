@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -217,6 +218,70 @@ class Location:
             self.stats.bytes_read += len(value)
             self.stats.paths_read.append(rel)
         return out
+
+    # -- writing (the repair engine is the only caller) -----------------------------------
+    def write_atomic(self, rel: str, data: bytes) -> None:
+        """Replace or create ``rel`` so that readers see the old or the new bytes, never a mix:
+        locally a temp file in the same directory, fsync, rename; on object stores one PUT."""
+        try:
+            if self.is_local:
+                self._local_atomic(rel, data, exclusive=False)
+            else:
+                self.fs.pipe_file(self.path(rel), data)
+        except Exception as exc:  # noqa: BLE001
+            raise self._storage_error(rel, exc) from None
+
+    def create_exclusive(self, rel: str, data: bytes) -> None:
+        """Create ``rel`` with ``data``; FileExistsError if it exists (a concurrent writer).
+        Locally link(2) of a complete temp file; on S3 a conditional PUT (If-None-Match)."""
+        try:
+            if self.is_local:
+                self._local_atomic(rel, data, exclusive=True)
+            else:
+                self.fs.pipe_file(self.path(rel), data, mode="create")
+        except FileExistsError:
+            raise FileExistsError(f"{self.display(rel)}: expected no file, found one (written concurrently?)") from None
+        except Exception as exc:  # noqa: BLE001
+            if "PreconditionFailed" in str(exc) or "412" in str(exc):
+                raise FileExistsError(f"{self.display(rel)}: expected no file, found one") from None
+            raise self._storage_error(rel, exc) from None
+
+    def _local_atomic(self, rel: str, data: bytes, exclusive: bool) -> None:
+        target = self.path(rel)
+        directory = os.path.dirname(target)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4()}.ckptfix.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            if exclusive:
+                os.link(tmp, target)  # fails with FileExistsError, never overwrites
+            else:
+                os.replace(tmp, target)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.fs.rm_file(self.path(rel))
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001
+            raise self._storage_error(rel, exc) from None
+
+    def read_if_exists(self, rel: str) -> bytes | None:
+        try:
+            return self.read(rel)
+        except (FileNotFoundError, IsADirectoryError):
+            return None
 
     def exists(self, rel: str) -> bool:
         try:

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ckptfix import __version__
-from ckptfix.cli import audit_cmd, inspect_cmd
+from ckptfix.cli import audit_cmd, inspect_cmd, repair_cmd
 from ckptfix.render import jsonout
 
 app = typer.Typer(
@@ -20,6 +20,10 @@ app = typer.Typer(
 app.command("inspect")(inspect_cmd.inspect)
 app.command("audit")(audit_cmd.audit)
 app.command("rules")(audit_cmd.rules)
+app.command("repair")(repair_cmd.repair)
+app.command("apply")(repair_cmd.apply)
+app.command("undo")(repair_cmd.undo)
+app.command("history")(repair_cmd.history)
 
 
 @app.callback(invoke_without_command=True)

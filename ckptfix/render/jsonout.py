@@ -8,6 +8,8 @@ from typing import Any
 
 from ckptfix.audit.model import Report
 from ckptfix.inspect import Inspection
+from ckptfix.repair.engine import RunInfo
+from ckptfix.repair.plan import Plan
 from ckptfix.storage import IOStats
 
 SCHEMA_VERSION = 1
@@ -57,6 +59,17 @@ def report(r: Report) -> str:
 
 def inspection(i: Inspection) -> str:
     return json.dumps({"schema_version": SCHEMA_VERSION, **_plain(i)}, indent=2)
+
+
+def plan(p: Plan, unfixed: list[str], applied: str | None = None, verdict: Any = None) -> str:
+    doc = {"schema_version": SCHEMA_VERSION, "plan": p.to_json(), "unfixed": unfixed, "applied_run": applied}
+    if verdict is not None:
+        doc["verdict_after"] = {"restarts": verdict.restarts, "headline": verdict.headline}
+    return json.dumps(doc, indent=2)
+
+
+def runs(items: list[RunInfo]) -> str:
+    return json.dumps({"schema_version": SCHEMA_VERSION, "runs": [_plain(r) for r in items]}, indent=2)
 
 
 def error(message: str, kind: str, **extra: Any) -> str:

@@ -7,6 +7,8 @@ from rich.table import Table
 
 from ckptfix.audit.model import Report
 from ckptfix.inspect import Inspection
+from ckptfix.repair.engine import RunInfo
+from ckptfix.repair.plan import Plan
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -97,3 +99,34 @@ def inspection(i: Inspection, console: Console) -> None:
     console.print(f"{i.total_files} files, {i.total_bytes} bytes", highlight=False)
     for p in i.problems:
         console.print(f"[yellow]problem[/] {p}", highlight=False, soft_wrap=True)
+
+
+def plan(p: Plan, unfixed: list[str], console: Console, applied: str | None = None) -> None:
+    if p.empty:
+        console.print("[bold]No changes planned.[/]", highlight=False)
+    else:
+        console.print(
+            f"[bold]Plan[/] for {p.checkpoint} (Spark {p.target_spark}): {p.fix}", highlight=False, soft_wrap=True
+        )
+        for i, a in enumerate(p.actions, 1):
+            why = f" - {a.reason}" if a.reason else ""
+            rule = f" [{a.rule}]" if a.rule else ""
+            console.print(f"  {i}. {a.describe()}{why}{rule}", highlight=False, soft_wrap=True)
+        for e in p.effects:
+            console.print(f"  afterwards: {e}", highlight=False, soft_wrap=True)
+    for u in unfixed:
+        console.print(f"[yellow]not fixed[/] {u}", highlight=False, soft_wrap=True)
+    if applied:
+        console.print(f"[green]applied[/] as run {applied}; `ckptfix undo` restores it byte for byte", highlight=False)
+    elif not p.empty:
+        console.print("Nothing was changed (dry run). Add --apply to carry the plan out.", highlight=False)
+
+
+def runs(items: list[RunInfo], console: Console) -> None:
+    if not items:
+        console.print("no ckptfix runs recorded for this checkpoint", highlight=False)
+        return
+    t = Table("run", "created", "status", "actions", "fix", title="ckptfix runs", title_justify="left")
+    for r in items:
+        t.add_row(r.run_id, r.created_at, r.status, str(r.actions), r.fix)
+    console.print(t)

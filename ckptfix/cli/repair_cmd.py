@@ -1,0 +1,171 @@
+"""repair (plan, optionally apply), apply (a saved plan, or --resume), undo, history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ckptfix.audit import audit as run_audit
+from ckptfix.audit.targets import NEWEST, SUPPORTED
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    StorageOption,
+    err,
+    fail,
+    guarded,
+    out,
+    storage_options,
+)
+from ckptfix.render import jsonout, text
+from ckptfix.repair import engine
+from ckptfix.repair.fixes import STRATEGIES
+from ckptfix.repair.plan import loads
+from ckptfix.repair.planning import plan_repair
+from ckptfix.storage import Location
+
+BackupOption = typer.Option(None, "--backup-dir", help="Where backups and the journal go (default <CKPT>/_ckptfix).")
+ForceOption = typer.Option(False, "--force", help="Touch a checkpoint that looks alive (recent writes, new batch).")
+IdleOption = typer.Option(120.0, "--idle-seconds", help="A write this recent means the query may be running.")
+
+
+def _backup(url: str, backup_dir: str | None, opts: dict[str, Any]) -> Location:
+    return Location(backup_dir or engine.default_backup_url(url), opts)
+
+
+def repair(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
+    strategy: str = typer.Option(STRATEGIES[0], "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
+    do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
+    plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
+    query_id: str | None = typer.Option(None, "--query-id", help="The query id to restore a missing metadata file."),
+    sink: str | None = typer.Option(None, "--sink", help="A file sink's output path (its _spark_metadata)."),
+    stateful: bool | None = typer.Option(None, "--stateful/--stateless", help="Whether the query is stateful."),
+    backup_dir: str | None = BackupOption,
+    force: bool = ForceOption,
+    idle_seconds: float = IdleOption,
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Plan the fix for what the audit finds; with --apply, carry it out with backups.
+
+    Exit 0: nothing left unfixed; 1: some error findings have no safe automatic fix; 2: bad input.
+    """
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    plan, _report, unfixed = guarded(
+        fmt,
+        lambda: plan_repair(
+            checkpoint,
+            target_spark,
+            strategy=strategy,
+            storage_options=opts,
+            sink_path=sink,
+            stateful=stateful,
+            options={"query_id": query_id},
+        ),
+    )
+    if plan_out is not None:
+        guarded(fmt, lambda: plan_out.write_text(plan.dumps()))
+    run_id = None
+    verdict = None
+    if do_apply and not plan.empty:
+        ckpt = Location(checkpoint, opts)
+        run_id = guarded(
+            fmt,
+            lambda: engine.apply(
+                plan, ckpt, _backup(checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
+            ),
+        )
+        verdict = guarded(
+            fmt,
+            lambda: (
+                run_audit(checkpoint, target_spark, storage_options=opts, sink_path=sink, stateful=stateful).verdict
+            ),
+        )
+    if fmt is Format.json:
+        print(jsonout.plan(plan, unfixed, run_id, verdict))
+    else:
+        text.plan(plan, unfixed, out(), run_id)
+        if verdict is not None:
+            out().print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+    if unfixed:
+        raise typer.Exit(1)
+
+
+def apply(
+    target: str = typer.Argument(..., help="A plan file from --plan-out; with --resume, the checkpoint."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted apply on this checkpoint."),
+    run: str | None = typer.Option(None, "--run", help="With --resume: the run id (default: the latest incomplete)."),
+    backup_dir: str | None = BackupOption,
+    force: bool = ForceOption,
+    idle_seconds: float = IdleOption,
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Apply a saved plan, re-checking every precondition first; or --resume an interrupted run."""
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    if resume:
+        ckpt = Location(target, opts)
+        run_id = guarded(fmt, lambda: engine.resume(ckpt, _backup(target, backup_dir, opts), run))
+        plan = guarded(fmt, lambda: engine.Runs(_backup(target, backup_dir, opts)).plan_of(run_id))
+    else:
+        if run is not None:
+            fail(fmt, "--run goes with --resume", "UsageError")
+        raw = guarded(fmt, lambda: Path(target).read_text())
+        plan = guarded(fmt, lambda: loads(raw, target))
+        ckpt = guarded(fmt, lambda: Location(plan.checkpoint, opts))
+        run_id = guarded(
+            fmt,
+            lambda: engine.apply(
+                plan, ckpt, _backup(plan.checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
+            ),
+        )
+    if fmt is Format.json:
+        print(jsonout.plan(plan, [], run_id))
+    else:
+        text.plan(plan, [], out(), run_id)
+
+
+def undo(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    run: str | None = typer.Argument(None, help="Run id (default: the latest run not yet undone)."),
+    backup_dir: str | None = BackupOption,
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    ckpt = Location(checkpoint, opts)
+    run_id = guarded(fmt, lambda: engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run))
+    if fmt is Format.json:
+        import json
+
+        print(json.dumps({"schema_version": jsonout.SCHEMA_VERSION, "undone_run": run_id}))
+    else:
+        out().print(f"undone run {run_id}: every file it touched holds its original bytes again", highlight=False)
+
+
+def history(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    backup_dir: str | None = BackupOption,
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """List ckptfix runs on a checkpoint: when, what, status."""
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
+    items = guarded(fmt, lambda: [runs.info(r) for r in runs.run_ids()])
+    if fmt is Format.json:
+        print(jsonout.runs(items))
+    else:
+        text.runs(items, out())
+    if any(r.status in ("incomplete", "undo-incomplete") for r in items):
+        err().print("an interrupted run exists: `ckptfix apply --resume` or `ckptfix undo`", highlight=False)

@@ -1,0 +1,366 @@
+"""Apply, resume and undo plans.
+
+Order of work in ``apply`` (so that a crash at any point is recoverable):
+
+1. re-check every precondition against the bytes in the checkpoint now, and that the query
+   looks idle; nothing is written if anything differs;
+2. write the plan into the run directory and journal ``start``;
+3. back up every original (content-addressed ``objects/<sha256>``, verified after writing);
+4. per action: journal ``begin``, write or delete atomically, journal ``done``;
+5. journal ``complete``.
+
+Recovery never trusts the journal alone: ``resume`` and ``undo`` look at each file and
+compare it with the action's ``before`` and ``after`` states, so a step interrupted between
+its write and its journal line is still recognised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ckptfix.errors import CkptfixError
+from ckptfix.repair.plan import Action, FileState, Plan, PlanError, loads, sha256
+from ckptfix.storage import Location
+
+RUNS = "runs"
+OBJECTS = "objects"
+#: test hook: the process dies (os._exit) right after this many durable writes of a run
+CRASH_ENV = "CKPTFIX_TEST_CRASH_AFTER"
+
+
+class PreconditionFailed(CkptfixError):
+    """The checkpoint is not in the state the plan was made for."""
+
+
+class LiveQuery(CkptfixError):
+    """The checkpoint looks written to right now."""
+
+
+class BackupError(CkptfixError):
+    """A backup object is missing or does not hold the bytes it is named after."""
+
+
+class JournalError(CkptfixError):
+    """A run's journal cannot be read."""
+
+
+class NoRun(CkptfixError):
+    """No run in the backup location fits the request."""
+
+
+def default_backup_url(checkpoint_url: str) -> str:
+    """Backups live beside Spark's directories, inside the checkpoint: ``<ckpt>/_ckptfix``."""
+    return checkpoint_url.rstrip("/") + "/_ckptfix"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class _Crash:
+    def __init__(self) -> None:
+        raw = os.environ.get(CRASH_ENV)
+        self.left = int(raw) if raw and raw.isdigit() else None
+
+    def tick(self) -> None:
+        if self.left is None:
+            return
+        self.left -= 1
+        if self.left <= 0:
+            os._exit(137)  # like kill -9: no cleanup, no flush beyond what is already durable
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    fix: str
+    checkpoint: str
+    created_at: str
+    actions: int
+    status: str  # complete | incomplete | undone | undo-incomplete
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Runs:
+    """The backup location: content-addressed objects and one directory per run."""
+
+    def __init__(self, backup: Location) -> None:
+        self.loc = backup
+        self.crash = _Crash()
+
+    # -- objects ----------------------------------------------------------------------------
+    def store_object(self, data: bytes) -> str:
+        digest = sha256(data)
+        rel = f"{OBJECTS}/{digest}"
+        existing = self.loc.read_if_exists(rel)
+        if existing is None:
+            self.loc.write_atomic(rel, data)
+            self.crash.tick()
+            existing = self.loc.read(rel)
+        if sha256(existing) != digest:
+            raise BackupError(f"{self.loc.display(rel)}: expected sha256 {digest}, found {sha256(existing)}")
+        return rel
+
+    def load_object(self, state: FileState) -> bytes:
+        assert state.sha256 is not None
+        rel = f"{OBJECTS}/{state.sha256}"
+        data = self.loc.read_if_exists(rel)
+        if data is None:
+            raise BackupError(
+                f"{self.loc.display(rel)}: expected the backup of a file ({state.describe()}), found none"
+            )
+        if sha256(data) != state.sha256:
+            raise BackupError(
+                f"{self.loc.display(rel)}: expected sha256 {state.sha256}, found {sha256(data)} (backup altered)"
+            )
+        return data
+
+    # -- runs -------------------------------------------------------------------------------
+    def new_run(self, plan: Plan) -> str:
+        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        self.loc.create_exclusive(f"{RUNS}/{run_id}/plan.json", plan.dumps().encode())
+        self.crash.tick()
+        return run_id
+
+    def journal(self, run_id: str, event: str, **fields: Any) -> None:
+        rel = f"{RUNS}/{run_id}/journal.jsonl"
+        line = json.dumps({"at": _now(), "event": event, **fields}, separators=(",", ":")) + "\n"
+        if self.loc.is_local:
+            path = self.loc.path(rel)
+            with open(path, "ab") as fh:
+                fh.write(line.encode())
+                fh.flush()
+                os.fsync(fh.fileno())
+        else:  # object stores cannot append: rewrite the (small) journal in one PUT
+            self.loc.write_atomic(rel, (self.loc.read_if_exists(rel) or b"") + line.encode())
+        self.crash.tick()
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        rel = f"{RUNS}/{run_id}/journal.jsonl"
+        data = self.loc.read_if_exists(rel)
+        if data is None:
+            return []
+        out: list[dict[str, Any]] = []
+        offset = 0
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if not line:
+                offset += 1
+                continue
+            try:
+                event = json.loads(line)
+                if not isinstance(event, dict) or "event" not in event:
+                    raise ValueError
+            except ValueError:
+                cut = offset + len(line) == len(data)
+                raise JournalError(
+                    f"{self.loc.display(rel)}: at byte {offset} (line {number}): expected a journal entry, found "
+                    + ("a line cut off mid-write" if cut else repr(line[:40].decode(errors="replace")))
+                ) from None
+            out.append(event)
+            offset += len(line) + 1
+        return out
+
+    def plan_of(self, run_id: str) -> Plan:
+        rel = f"{RUNS}/{run_id}/plan.json"
+        data = self.loc.read_if_exists(rel)
+        if data is None:
+            raise JournalError(f"{self.loc.display(rel)}: expected the plan of run {run_id}, found none")
+        return loads(data.decode("utf-8", errors="replace"), self.loc.display(rel))
+
+    def run_ids(self) -> list[str]:
+        try:
+            entries = self.loc.list_tree(RUNS)
+        except FileNotFoundError:
+            return []
+        return sorted({p.split("/")[1] for p in entries if p.count("/") >= 1 and p.startswith(RUNS + "/")})
+
+    def info(self, run_id: str) -> RunInfo:
+        plan = self.plan_of(run_id)
+        events = self.events(run_id)
+        names = [e["event"] for e in events]
+        if "undone" in names:
+            status = "undone"
+        elif "undo-start" in names:
+            status = "undo-incomplete"
+        elif "complete" in names:
+            status = "complete"
+        else:
+            status = "incomplete"
+        return RunInfo(run_id, plan.fix, plan.checkpoint, plan.created_at, len(plan.actions), status, events)
+
+
+# -- checking the checkpoint ---------------------------------------------------------------
+def current_states(ckpt: Location, actions: tuple[Action, ...]) -> dict[str, bytes | None]:
+    return {a.path: ckpt.read_if_exists(a.path) for a in actions}
+
+
+def check_preconditions(ckpt: Location, plan: Plan, now: dict[str, bytes | None]) -> None:
+    for a in plan.actions:
+        found = FileState.of(now[a.path])
+        if found != a.before:
+            raise PreconditionFailed(
+                f"{ckpt.display(a.path)}: expected {a.before.describe()}, found {found.describe()} "
+                "(the checkpoint changed since the plan was made; plan again)"
+            )
+
+
+def check_idle(ckpt: Location, plan: Plan, idle_seconds: float) -> None:
+    """Refuse a checkpoint that looks alive: recent writes, or a batch newer than the plan."""
+    from ckptfix.checkpoint import Checkpoint
+
+    entries = ckpt.list_tree()
+    fresh = Checkpoint(ckpt, entries)
+    if (fresh.offsets.latest, fresh.commits.latest) != (plan.latest_offset, plan.latest_commit):
+        raise LiveQuery(
+            f"{ckpt.url}: expected latest offset {plan.latest_offset} and commit {plan.latest_commit} as when planned, "
+            f"found {fresh.offsets.latest} and {fresh.commits.latest}: is the query running? (--force to override)"
+        )
+    now = time.time()
+    watched = ("offsets/", "commits/", "state/", "sources/", "metadata")
+    recent = [
+        (now - e.mtime, p) for p, e in entries.items() if e.mtime is not None and p.startswith(watched) and not e.is_dir
+    ]
+    young = [x for x in recent if x[0] < idle_seconds]
+    if young:
+        age, path = min(young)
+        raise LiveQuery(
+            f"{ckpt.display(path)}: expected no write in the last {idle_seconds:.0f} s, found one {max(age, 0):.0f} s "
+            "ago: is the query running? (wait, or --force / --idle-seconds)"
+        )
+
+
+# -- apply / resume / undo -------------------------------------------------------------------
+Observer = Callable[[str], None]
+
+
+def _perform(ckpt: Location, a: Action) -> None:
+    if a.op == "delete":
+        ckpt.delete(a.path)
+    elif a.before.exists:
+        ckpt.write_atomic(a.path, a.content or b"")
+    else:
+        ckpt.create_exclusive(a.path, a.content or b"")
+
+
+def apply(
+    plan: Plan,
+    ckpt: Location,
+    backup: Location,
+    *,
+    force: bool = False,
+    idle_seconds: float = 120,
+    progress: Observer | None = None,
+) -> str:
+    """Carry a plan out. Returns the run id."""
+    say = progress or (lambda _m: None)
+    if plan.empty:
+        raise PlanError("the plan has no actions: nothing to apply")
+    if not force:
+        check_idle(ckpt, plan, idle_seconds)
+    now = current_states(ckpt, plan.actions)
+    check_preconditions(ckpt, plan, now)
+    runs = Runs(backup)
+    run_id = runs.new_run(plan)
+    runs.journal(run_id, "start", checkpoint=ckpt.url, actions=len(plan.actions))
+    for a in plan.actions:
+        data = now[a.path]
+        if data is not None:
+            runs.store_object(data)
+    runs.journal(run_id, "backed-up")
+    _run_steps(runs, run_id, plan, ckpt, say)
+    runs.journal(run_id, "complete")
+    return run_id
+
+
+def _run_steps(runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Observer) -> None:
+    for i, a in enumerate(plan.actions):
+        found = FileState.of(ckpt.read_if_exists(a.path))
+        if found == a.after:
+            continue  # done before a crash (resume)
+        if found != a.before:
+            expected = f"{a.before.describe()} or {a.after.describe()}"
+            raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {found.describe()}")
+        runs.journal(run_id, "begin", step=i, path=a.path)
+        _perform(ckpt, a)
+        runs.crash.tick()
+        runs.journal(run_id, "done", step=i, path=a.path)
+        say(a.describe())
+
+
+def latest_run(runs: Runs, statuses: tuple[str, ...]) -> str:
+    for run_id in reversed(runs.run_ids()):
+        if runs.info(run_id).status in statuses:
+            return run_id
+    raise NoRun(f"{runs.loc.url}: expected a run that is {' or '.join(statuses)}, found none")
+
+
+def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
+    if plan.checkpoint.rstrip("/") != ckpt.url.rstrip("/"):
+        raise PlanError(f"expected a plan for {ckpt.url}, found one for {plan.checkpoint}")
+
+
+def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
+    """Finish an interrupted apply."""
+    runs = Runs(backup)
+    run_id = run_id or latest_run(runs, ("incomplete",))
+    info = runs.info(run_id)
+    if info.status != "incomplete":
+        raise PlanError(f"run {run_id} is {info.status}; only an incomplete run can be resumed")
+    plan = runs.plan_of(run_id)
+    _same_checkpoint(plan, ckpt)
+    for a in plan.actions:  # a crash during the backup phase: back up what is still original
+        data = ckpt.read_if_exists(a.path)
+        state = FileState.of(data)
+        if state == a.before and data is not None:
+            runs.store_object(data)
+        elif state not in (a.before, a.after):
+            expected = f"{a.before.describe()} or {a.after.describe()}"
+            raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {state.describe()}")
+    runs.journal(run_id, "resume")
+    _run_steps(runs, run_id, plan, ckpt, progress or (lambda _m: None))
+    runs.journal(run_id, "complete")
+    return run_id
+
+
+def undo(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
+    """Restore every file a run touched, byte for byte, after checking it still holds what
+    the run wrote (or is still untouched). Nothing changes if any check fails."""
+    say = progress or (lambda _m: None)
+    runs = Runs(backup)
+    run_id = run_id or latest_run(runs, ("complete", "incomplete", "undo-incomplete"))
+    info = runs.info(run_id)
+    if info.status == "undone":
+        raise PlanError(f"run {run_id} is already undone")
+    plan = runs.plan_of(run_id)
+    _same_checkpoint(plan, ckpt)
+    todo: list[tuple[Action, bytes | None]] = []
+    for a in plan.actions:
+        state = FileState.of(ckpt.read_if_exists(a.path))
+        if state == a.before:
+            continue
+        if state != a.after:
+            raise PreconditionFailed(
+                f"{ckpt.display(a.path)}: expected what ckptfix wrote ({a.after.describe()}), found "
+                f"{state.describe()}: changed after the repair; nothing was undone"
+            )
+        todo.append((a, runs.load_object(a.before) if a.before.exists else None))
+    runs.journal(run_id, "undo-start")
+    for a, original in reversed(todo):
+        if original is None:
+            ckpt.delete(a.path)
+        elif a.after.exists:
+            ckpt.write_atomic(a.path, original)
+        else:
+            ckpt.create_exclusive(a.path, original)
+        runs.crash.tick()
+        runs.journal(run_id, "undo-done", path=a.path)
+        say(f"restored {a.path}")
+    runs.journal(run_id, "undone")
+    return run_id

@@ -1,0 +1,80 @@
+"""Plan a repair: audit, then ask the registered planners for a fix of every error finding.
+
+Planner modules register themselves on import (``@fixes("RULE-ID")``); this module imports
+them all, so a new fix is a new module listed in ``_PLANNER_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from ckptfix.audit import audit
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.engine import open_sink
+from ckptfix.audit.model import Report
+from ckptfix.audit.targets import parse_target
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.errors import UsageError
+from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.fixes import PLANNERS, STRATEGIES, CannotFix, FixContext
+from ckptfix.repair.plan import Plan
+
+_PLANNER_MODULES = ("ckptfix.repair.fixes",)
+
+
+def _load_planners() -> None:
+    for name in _PLANNER_MODULES:
+        importlib.import_module(name)
+
+
+def plan_repair(
+    url: str,
+    target_spark: str | None = None,
+    *,
+    strategy: str = STRATEGIES[0],
+    storage_options: Mapping[str, Any] | None = None,
+    sink_path: str | None = None,
+    stateful: bool | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Plan, Report, list[str]]:
+    """Audit, then plan a fix for every error finding that has a planner.
+
+    Returns the plan, the audit it answers, and the reasons for findings left unfixed."""
+    _load_planners()
+    if strategy not in STRATEGIES:
+        raise UsageError(f"--strategy: expected one of {', '.join(STRATEGIES)}, found {strategy!r}")
+    target = parse_target(target_spark)
+    ckpt = Checkpoint.open(url, storage_options)
+    report = audit(
+        url, target.label, storage_options=storage_options, sink_path=sink_path, stateful=stateful, checkpoint=ckpt
+    )
+    ctx = AuditContext(
+        ckpt, target, sink=open_sink(sink_path, storage_options) if sink_path else None, stateful=stateful
+    )
+    builder = PlanBuilder(ckpt, target.label)
+    fc = FixContext(ckpt, report, ctx, builder, strategy, dict(options or {}))
+    effects: list[str] = []
+    fixed: list[str] = []
+    unfixed: list[str] = []
+    done: set[str] = set()
+    for finding in report.findings:
+        if finding.severity != "error" or finding.rule_id in done:
+            continue
+        planner = PLANNERS.get(finding.rule_id)
+        if planner is None:
+            unfixed.append(f"{finding.rule_id}: no automatic fix ({finding.fix})")
+            continue
+        mark = builder.mark()
+        try:
+            effects += planner(fc, finding)
+        except CannotFix as exc:
+            builder.rollback(mark)
+            unfixed.append(f"{finding.rule_id}: {exc}")
+            continue
+        done.add(finding.rule_id)
+        fixed.append(finding.rule_id)
+    summary = "; ".join(fixed) if fixed else "nothing to fix automatically"
+    plan = builder.build(summary, fixed, effects, unfixed)
+    return plan, report, unfixed
