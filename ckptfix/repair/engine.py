@@ -294,10 +294,15 @@ def _run_steps(runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Observe
         say(a.describe())
 
 
-def latest_run(runs: Runs, statuses: tuple[str, ...]) -> str:
-    for run_id in reversed(runs.run_ids()):
-        if runs.info(run_id).status in statuses:
-            return run_id
+def latest_run(runs: Runs, statuses: tuple[str, ...], *, in_order: bool = False) -> str:
+    """The newest run whose status is one of ``statuses``; with ``in_order``, the newest run of
+    the first status that has one (resume prefers an interrupted run to a complete one)."""
+    infos = [runs.info(r) for r in reversed(runs.run_ids())]
+    groups = [(s,) for s in statuses] if in_order else [statuses]
+    for group in groups:
+        for info in infos:
+            if info.status in group:
+                return info.run_id
     raise NoRun(f"{runs.loc.url}: expected a run that is {' or '.join(statuses)}, found none")
 
 
@@ -309,10 +314,13 @@ def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
 def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
     """Finish an interrupted apply."""
     runs = Runs(backup)
-    run_id = run_id or latest_run(runs, ("incomplete",))
+    # the crash may have come after the last journal line: then the newest run is complete
+    run_id = run_id or latest_run(runs, ("incomplete", "complete"), in_order=True)
     info = runs.info(run_id)
+    if info.status == "complete":
+        return run_id
     if info.status != "incomplete":
-        raise PlanError(f"run {run_id} is {info.status}; only an incomplete run can be resumed")
+        raise PlanError(f"run {run_id} is {info.status}; only an interrupted run can be resumed")
     plan = runs.plan_of(run_id)
     _same_checkpoint(plan, ckpt)
     for a in plan.actions:  # a crash during the backup phase: back up what is still original
