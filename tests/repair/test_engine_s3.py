@@ -1,0 +1,93 @@
+"""The same engine on S3 (moto's HTTP server through s3fs): apply, undo, crash + resume."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.repair import engine
+from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.plan import Plan
+from ckptfix.storage import ENV_STORAGE_OPTIONS, Location
+from tests.repair.test_engine import EDITED_29, NEW_OFFSET, hadoop_crc
+from tests.unit.realckpt import sample_checkpoint
+
+pytestmark = pytest.mark.s3
+
+
+def s3_tree(bucket: Any, url: str) -> dict[str, str]:
+    fs = bucket.filesystem()
+    root = url.removeprefix("s3://")
+    out = {}
+    for path in fs.find(root):
+        rel = path[len(root) + 1 :]
+        if not rel.startswith("_ckptfix/"):
+            out[rel] = hashlib.sha256(fs.cat_file(path)).hexdigest()
+    return out
+
+
+def plan_for(url: str, options: dict[str, Any]) -> Plan:
+    b = PlanBuilder(Checkpoint.open(url, options), "4.3")
+    b.write("offsets/30", NEW_OFFSET, "test create")
+    b.write("offsets/29", EDITED_29, "test replace")
+    b.delete("commits/31", "test delete")
+    return b.build("test plan", [], [])
+
+
+def expected(before: dict[str, str]) -> dict[str, str]:
+    want = dict(before)
+    want["offsets/30"] = hashlib.sha256(NEW_OFFSET).hexdigest()
+    want["offsets/29"] = hashlib.sha256(EDITED_29).hexdigest()
+    want["offsets/.29.crc"] = hashlib.sha256(hadoop_crc(EDITED_29)).hexdigest()
+    del want["commits/31"], want["commits/.31.crc"]
+    return want
+
+
+def test_apply_and_undo_on_s3(s3_bucket: Any) -> None:
+    url = s3_bucket.upload_tree(sample_checkpoint(), "q1")
+    opts = s3_bucket.storage_options
+    before = s3_tree(s3_bucket, url)
+    loc, backup = Location(url, opts), Location(url + "/_ckptfix", opts)
+    run = engine.apply(plan_for(url, opts), loc, backup, force=True)
+    assert s3_tree(s3_bucket, url) == expected(before)
+    assert engine.Runs(backup).info(run).status == "complete"
+    engine.undo(loc, backup, run)
+    assert s3_tree(s3_bucket, url) == before
+
+
+def test_create_only_writes_are_conditional_on_s3(s3_bucket: Any) -> None:
+    url = s3_bucket.upload_tree(sample_checkpoint(), "q2")
+    loc = Location(url, s3_bucket.storage_options)
+    with pytest.raises(FileExistsError, match="offsets/31: expected no file, found one"):
+        loc.create_exclusive("offsets/31", b"v1\n{}\n-")
+    assert (
+        s3_tree(s3_bucket, url)["offsets/31"]
+        == hashlib.sha256((sample_checkpoint() / "offsets/31").read_bytes()).hexdigest()
+    )
+
+
+@pytest.mark.parametrize("crash_after", [2, 9, 19])  # backup phase, mid-steps, last step
+def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int) -> None:
+    url = s3_bucket.upload_tree(sample_checkpoint(), f"crash{crash_after}")
+    opts = s3_bucket.storage_options
+    before = s3_tree(s3_bucket, url)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(plan_for(url, opts).dumps())
+    env = {**os.environ, ENV_STORAGE_OPTIONS: json.dumps(opts), engine.CRASH_ENV: str(crash_after)}
+    cmd = [sys.executable, "-m", "ckptfix.cli.main"]
+    proc = subprocess.run([*cmd, "apply", str(plan_file), "--force"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 137, proc.stderr
+    del env[engine.CRASH_ENV]
+    proc = subprocess.run([*cmd, "apply", "--resume", url], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert s3_tree(s3_bucket, url) == expected(before)
+    proc = subprocess.run([*cmd, "undo", url], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert s3_tree(s3_bucket, url) == before
