@@ -43,6 +43,9 @@ def repair(
     do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
     plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
     query_id: str | None = typer.Option(None, "--query-id", help="The query id to restore a missing metadata file."),
+    accept_edits: bool = typer.Option(
+        False, "--accept-edits", help="Keep log files edited after Spark wrote them: regenerate their .crc sidecars."
+    ),
     sink: str | None = typer.Option(None, "--sink", help="A file sink's output path (its _spark_metadata)."),
     stateful: bool | None = typer.Option(None, "--stateful/--stateless", help="Whether the query is stateful."),
     backup_dir: str | None = BackupOption,
@@ -66,7 +69,7 @@ def repair(
             storage_options=opts,
             sink_path=sink,
             stateful=stateful,
-            options={"query_id": query_id},
+            options={"query_id": query_id, "accept_edits": accept_edits},
         ),
     )
     if plan_out is not None:
@@ -136,6 +139,8 @@ def undo(
     checkpoint: str = typer.Argument(..., help="Checkpoint location."),
     run: str | None = typer.Argument(None, help="Run id (default: the latest run not yet undone)."),
     backup_dir: str | None = BackupOption,
+    force: bool = ForceOption,
+    idle_seconds: float = IdleOption,
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
@@ -143,7 +148,10 @@ def undo(
     """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     ckpt = Location(checkpoint, opts)
-    run_id = guarded(fmt, lambda: engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run))
+    run_id = guarded(
+        fmt,
+        lambda: engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run, force=force, idle_seconds=idle_seconds),
+    )
     if fmt is Format.json:
         import json
 

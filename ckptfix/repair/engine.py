@@ -222,10 +222,20 @@ def check_idle(ckpt: Location, plan: Plan, idle_seconds: float) -> None:
             f"{ckpt.url}: expected latest offset {plan.latest_offset} and commit {plan.latest_commit} as when planned, "
             f"found {fresh.offsets.latest} and {fresh.commits.latest}: is the query running? (--force to override)"
         )
+    check_recent_writes(ckpt, entries, idle_seconds)
+
+
+WATCHED = ("offsets/", "commits/", "state/", "sources/", "metadata")
+
+
+def check_recent_writes(
+    ckpt: Location, entries: dict[str, Any], idle_seconds: float, ignore: frozenset[str] = frozenset()
+) -> None:
     now = time.time()
-    watched = ("offsets/", "commits/", "state/", "sources/", "metadata")
     recent = [
-        (now - e.mtime, p) for p, e in entries.items() if e.mtime is not None and p.startswith(watched) and not e.is_dir
+        (now - e.mtime, p)
+        for p, e in entries.items()
+        if e.mtime is not None and p.startswith(WATCHED) and not e.is_dir and p not in ignore
     ]
     young = [x for x in recent if x[0] < idle_seconds]
     if young:
@@ -337,7 +347,15 @@ def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress
     return run_id
 
 
-def undo(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
+def undo(
+    ckpt: Location,
+    backup: Location,
+    run_id: str | None = None,
+    progress: Observer | None = None,
+    *,
+    force: bool = False,
+    idle_seconds: float = 120,
+) -> str:
     """Restore every file a run touched, byte for byte, after checking it still holds what
     the run wrote (or is still untouched). Nothing changes if any check fails."""
     say = progress or (lambda _m: None)
@@ -348,6 +366,9 @@ def undo(ckpt: Location, backup: Location, run_id: str | None = None, progress: 
         raise PlanError(f"run {run_id} is already undone")
     plan = runs.plan_of(run_id)
     _same_checkpoint(plan, ckpt)
+    if not force:  # the run's own fresh writes do not count as a live query
+        touched = frozenset(a.path for a in plan.actions)
+        check_recent_writes(ckpt, ckpt.list_tree(), idle_seconds, touched)
     todo: list[tuple[Action, bytes | None]] = []
     for a in plan.actions:
         state = FileState.of(ckpt.read_if_exists(a.path))

@@ -133,6 +133,19 @@ def test_undo_refuses_files_changed_after_the_repair(ckpt: Path) -> None:
     assert tree(ckpt) == changed
 
 
+def test_undo_refuses_a_live_query_but_not_its_own_writes(ckpt: Path) -> None:
+    loc, backup = Location(str(ckpt)), Location(str(ckpt / "_ckptfix"))
+    run = engine.apply(small_plan(ckpt), loc, backup, force=True)  # its own writes are seconds old
+    os.utime(ckpt / "commits" / "29")  # but this one is the query's
+    with pytest.raises(engine.LiveQuery, match="commits/29: expected no write in the last 120 s"):
+        engine.undo(loc, backup, run)
+    old = 1_000_000_000
+    os.utime(ckpt / "commits" / "29", (old, old))
+    before_undo = tree(ckpt)
+    engine.undo(loc, backup, run)
+    assert tree(ckpt) != before_undo
+
+
 @pytest.mark.parametrize("damage", ["missing", "altered"])
 def test_undo_refuses_a_missing_or_altered_backup(ckpt: Path, damage: str) -> None:
     loc, backup = Location(str(ckpt)), Location(str(ckpt / "_ckptfix"))

@@ -58,7 +58,7 @@ def test_apply_and_undo_on_s3(s3_bucket: Any) -> None:
     run = engine.apply(plan_for(url, opts), loc, backup, force=True)
     assert s3_tree(s3_bucket, url) == expected(before)
     assert engine.Runs(backup).info(run).status == "complete"
-    engine.undo(loc, backup, run)
+    engine.undo(loc, backup, run, force=True)  # uploaded seconds ago: looks alive otherwise
     assert s3_tree(s3_bucket, url) == before
 
 
@@ -88,6 +88,6 @@ def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int
     proc = subprocess.run([*cmd, "apply", "--resume", url], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert s3_tree(s3_bucket, url) == expected(before)
-    proc = subprocess.run([*cmd, "undo", url], env=env, capture_output=True, text=True)
+    proc = subprocess.run([*cmd, "undo", url, "--force"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert s3_tree(s3_bucket, url) == before
