@@ -287,6 +287,18 @@ class Checkpoint:
     def query_metadata(self) -> metadata_format.StreamMetadata:
         return self._parse(layout.METADATA, metadata_format.parse)
 
+    def was_read(self, rel: str) -> bool:
+        return rel in self._bytes
+
+    def looks_async(self) -> bool:
+        """Evidence of asynchronous progress tracking: offsets and commits both sparse and
+        (nearly) the same ids, and no state (async tracking refuses stateful queries)."""
+        O, C = set(self.offsets.files), set(self.commits.files)
+        if not O:
+            return False
+        holes = (max(O) - min(O) + 1) - len(O)
+        return holes > 0 and len(O ^ C) <= 2 and not self.state.operators
+
     def try_offset(self, batch_id: int) -> offsetlog.OffsetFile | None:
         try:
             return self.offset(batch_id)

@@ -132,8 +132,7 @@ def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
         if any(s.provider == "rocksdb" for s in stores)
         else None
     )
-    O, C = set(ckpt.offsets.files), set(ckpt.commits.files)
-    sparse = bool(O) and (max(O) - min(O) + 1) > len(O) and len(O ^ C) <= 2 and not ckpt.state.operators
+    sparse = ckpt.looks_async()
     settings["async_progress_tracking"] = "likely (sparse offset and commit logs)" if sparse else "no evidence"
     if latest is not None:
         settings["batch_watermark_ms"] = latest.metadata.batch_watermark_ms if latest.metadata else None

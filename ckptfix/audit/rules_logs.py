@@ -354,7 +354,7 @@ def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
     prev = L - 1
     if prev not in ck.offsets.files:
         P = max((b for b in ck.offsets.files if b < L), default=None)
-        sparse = _looks_async(ctx)
+        sparse = ctx.ckpt.looks_async()
         why = " (the logs look written by asynchronous progress tracking)" if sparse else ""
         err = E.previous_batch_not_found(prev) if repartition_first else E.batch_missing(prev)
         ev = [
@@ -378,15 +378,6 @@ def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
     _, exc = ctx.offset_or_error(prev)
     if exc is not None:
         yield _parse_finding(ctx, "offsets", prev, exc, stage)
-
-
-def _looks_async(ctx: AuditContext) -> bool:
-    O, C = set(ctx.ckpt.offsets.files), set(ctx.ckpt.commits.files)
-    if not O:
-        return False
-    lo, hi = min(O), max(O)
-    holes = (hi - lo + 1) - len(O)
-    return holes > 0 and len(O ^ C) <= 2 and not ctx.ckpt.state.operators
 
 
 @check
@@ -477,7 +468,7 @@ def commit_gap(ctx: AuditContext) -> Iterator[Finding]:
     L, K = ctx.latest_offset, ctx.latest_commit
     if L is None or K is None or K >= L - 1 or (L - 1) not in ctx.ckpt.offsets.files:
         return
-    async_like = _looks_async(ctx)
+    async_like = ctx.ckpt.looks_async()
     yield LOG_COMMIT_GAP.finding(
         f"latest commit {K} trails latest offset {L}: batches {K + 1}..{L - 1} will not be re-run"
         + (" (consistent with asynchronous progress tracking: they ran before the stop)" if async_like else ""),

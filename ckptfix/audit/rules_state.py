@@ -17,7 +17,7 @@ from ckptfix import layout
 from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
-from ckptfix.audit.registry import check, define
+from ckptfix.audit.registry import RULES, check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError
 from ckptfix.formats import codec, filechecksum, opmeta, rocksdbzip, statefile
@@ -533,8 +533,6 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
 
 
 def _as_finding(problem: Problem, stage: int | None = None) -> Finding:
-    from ckptfix.audit.registry import RULES
-
     return RULES[problem.rule].finding(
         problem.message,
         problem.evidence,
@@ -551,7 +549,7 @@ def _deep_state(ctx: AuditContext) -> Iterator[Finding]:
         for stores in op.partitions.values():
             for store in stores.values():
                 for (kind, _v, _u), rel in sorted(store.files.items(), key=lambda kv: kv[1]):
-                    if rel in ck._bytes:  # already verified as part of the chain
+                    if ck.was_read(rel):  # already verified as part of the chain
                         continue
                     try:
                         data = ck.read(rel)

@@ -70,6 +70,8 @@ def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -
         cls = "MALFORMED_LOG_FILE" if target.error_classes else None
         return SparkError(ISE, cls, "Log file was malformed: failed to read correct log version from")
     if isinstance(exc, UnsupportedVersion):
+        if log == "commits" and target.commit_version_exact:  # 4.0/4.1 read exactly the conf's version
+            return exact_version(exc.version, 1)
         maximum = target.max_offset_version if log == "offsets" else target.max_commit_version
         return unsupported_version(target, exc.version, maximum)
     if kind == "truncated-json":
