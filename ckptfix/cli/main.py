@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ckptfix import __version__
-from ckptfix.cli import audit_cmd, inspect_cmd, repair_cmd
+from ckptfix.cli import audit_cmd, inspect_cmd, offsets_cmd, repair_cmd, rollback_cmd
 from ckptfix.render import jsonout
 
 app = typer.Typer(
@@ -24,6 +24,8 @@ app.command("repair")(repair_cmd.repair)
 app.command("apply")(repair_cmd.apply)
 app.command("undo")(repair_cmd.undo)
 app.command("history")(repair_cmd.history)
+app.command("rollback")(rollback_cmd.rollback)
+app.add_typer(offsets_cmd.app, name="offsets")
 
 
 @app.callback(invoke_without_command=True)

@@ -1,0 +1,303 @@
+"""Roll a checkpoint back so that batch N is the last committed batch.
+
+What goes (spark-logs-and-restart.md §2, §6; spark-state-formats.md §0, §2.2, §4.4, §4.7):
+
+* ``offsets/x`` and ``commits/x`` for every x > N (non-canonical names such as ``0009`` too:
+  Spark lists them and opens the canonical path), with their Hadoop ``.crc`` sidecars;
+* every state file of a version > N+1 (version N+1 is the state after batch N: it stays),
+  whatever its kind (delta, snapshot, zip, changelog) and unique id (checkpoint format v2),
+  with its sidecars; SSTs referenced only by deleted zips (never one a kept zip lists).
+
+What stays, on purpose:
+
+* ``commits/N``: in checkpoint format v2 it is the pointer to version N+1's unique ids.
+* file-source logs (``sources/<k>/``): entries after the ``logOffset`` of ``offsets/N`` stay.
+  On restart the source takes its current offset from the newest entry of its log and its
+  "seen" set from all entries, so the re-planned batch N+1 covers ``logOffset(N) -> newest``:
+  the files of the rolled-back batches are read again exactly once. Deleting the entries would
+  make those files "new" again only if they pass ``maxFileAge`` (else they are silently
+  skipped), and could remove a ``.compact`` file that later entries depend on (§8.1).
+* operator metadata and schema files: written once per schema, not per batch.
+
+Refusals: batch N not committed (no ``offsets/N`` or ``commits/N``); a query that looks
+alive; a file sink holding batches > N (it would skip the re-planned ids: silent loss); a
+rolled-back checkpoint whose restart the audit predicts to fail (state version N+1 not
+loadable from the files that remain, ``offsets/N-1`` missing, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ckptfix import layout
+from ckptfix.audit import audit
+from ckptfix.audit.engine import open_sink
+from ckptfix.audit.targets import parse_target
+from ckptfix.checkpoint import Checkpoint, StoreDir
+from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.formats import rocksdbzip
+from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.engine import LiveQuery, check_recent_writes
+from ckptfix.repair.plan import Plan
+from ckptfix.storage import Location
+
+RULE = "ROLLBACK"
+#: ckptfix's own backup directory inside a checkpoint (engine.default_backup_url)
+BACKUP_DIR = "_ckptfix"
+
+
+class RollbackRefused(CkptfixError):
+    """The rollback would not give a checkpoint Spark restarts correctly from batch N."""
+
+    def __init__(self, batch: int, reason: str) -> None:
+        self.batch = batch
+        super().__init__(f"cannot roll back to batch {batch}: {reason}")
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    plan: Plan
+    checkpoint: str  # where the plan applies (DEST with --into)
+    copied_from: str | None = None
+    copied_files: int = 0
+
+
+# -- liveness -------------------------------------------------------------------------------
+def check_idle(ckpt: Checkpoint, idle_seconds: float, batch: int) -> None:
+    """Refuse when a Spark file was written in the last ``idle_seconds`` (a running query)."""
+    try:
+        check_recent_writes(ckpt.location, ckpt.entries, idle_seconds)
+    except LiveQuery as exc:
+        raise RollbackRefused(batch, str(exc)) from None
+
+
+# -- --into ---------------------------------------------------------------------------------
+def copy_checkpoint(
+    src: Location, dest_url: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[Location, int]:
+    """Copy every file of ``src`` (hidden ones included; ckptfix's own ``_ckptfix`` backups
+    excluded: they belong to the original) to ``dest_url``, which must not exist or be empty.
+    Returns the destination and the number of files copied."""
+    dest = Location(dest_url, storage_options)
+    try:
+        existing = dest.list_tree()
+    except FileNotFoundError:
+        existing = {}
+    except NotADirectoryError:
+        raise UsageError(f"--into {dest.url}: expected a new or empty directory, found a file") from None
+    if any(not e.is_dir for e in existing.values()):
+        raise UsageError(f"--into {dest.url}: expected a new or empty directory, found {len(existing)} entries")
+    if src.url.rstrip("/") == dest.url.rstrip("/"):
+        raise UsageError("--into: expected a destination other than the checkpoint itself")
+    entries = src.list_tree()
+    files = sorted(p for p, e in entries.items() if not e.is_dir and not _is_backup(p))
+    for i in range(0, len(files), 64):  # concurrent reads on object stores
+        chunk = files[i : i + 64]
+        got = src.read_many(chunk)
+        for rel in chunk:
+            dest.create_exclusive(rel, got[rel] if rel in got else src.read(rel))
+    if dest.is_local:  # keep empty directories (an empty state/ or sources/<k>/ is still a fact)
+        import os
+
+        for rel, e in entries.items():
+            if e.is_dir and not _is_backup(rel):
+                os.makedirs(dest.path(rel), exist_ok=True)
+    return dest, len(files)
+
+
+def _is_backup(rel: str) -> bool:
+    return rel == BACKUP_DIR or rel.startswith(BACKUP_DIR + "/")
+
+
+def _fingerprint(entries: Mapping[str, Any]) -> dict[str, tuple[int, float | None]]:
+    return {p: (e.size, e.mtime) for p, e in entries.items() if not e.is_dir and not _is_backup(p)}
+
+
+# -- planning -------------------------------------------------------------------------------
+def _store_deletions(store: StoreDir, keep_upto: int) -> tuple[list[str], list[str]]:
+    """(state files to delete, kept zip rels) of one store: every version > ``keep_upto``."""
+    doomed, kept_zips = [], []
+    for (kind, version, _uid), rel in sorted(store.files.items(), key=lambda kv: (kv[0][1], kv[1])):
+        if version > keep_upto:
+            doomed.append(rel)
+        elif kind == "zip":
+            kept_zips.append(rel)
+    return doomed, kept_zips
+
+
+def _ssts_of(ckpt: Checkpoint, zip_rel: str) -> set[str]:
+    """SST (and archived log) file names a zip lists; raises FormatError for a broken zip."""
+    meta = rocksdbzip.parse(ckpt.read(zip_rel), ckpt.display(zip_rel)).metadata
+    names = {s.dfs_sst_file_name for s in meta.sst_files}
+    names |= {f"logs/{lf.dfs_log_file_name}" for lf in meta.log_files or ()}
+    return names
+
+
+def _unreferenced_ssts(ckpt: Checkpoint, store: StoreDir, doomed: list[str], kept_zips: list[str]) -> list[str]:
+    """SSTs listed by a deleted zip and by no kept zip. A kept zip that cannot be read makes
+    every SST look referenced (nothing is deleted)."""
+    doomed_zips = [r for r in doomed if r.endswith(".zip")]
+    if not doomed_zips:
+        return []
+    keep: set[str] = set()
+    for rel in kept_zips:
+        try:
+            keep |= _ssts_of(ckpt, rel)
+        except FormatError:
+            return []
+    drop: set[str] = set()
+    for rel in doomed_zips:
+        try:
+            drop |= _ssts_of(ckpt, rel)
+        except FormatError:
+            continue  # an unreadable zip names nothing: its SSTs stay (harmless orphans)
+    out = []
+    for name in sorted(drop - keep):
+        if name.startswith("logs/"):
+            rel = f"{store.rel}/{name}"
+            if rel in ckpt.entries:
+                out.append(rel)
+        elif name in store.ssts:
+            out.append(f"{store.rel}/SSTs/{name}")
+    return out
+
+
+def plan_rollback(
+    url: str,
+    to_batch: int,
+    target_spark: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    sink_path: str | None = None,
+    into: str | None = None,
+    force: bool = False,
+    idle_seconds: float = 120,
+) -> RollbackResult:
+    """Plan the rollback (and, with ``into``, copy the checkpoint there first and plan on the copy)."""
+    N = to_batch
+    if N < 0:
+        raise UsageError(f"--to-batch: expected a batch id >= 0, found {N}")
+    target = parse_target(target_spark)
+    src = Checkpoint.open(url, storage_options)
+    _check_committed(src, N)
+    if not force:
+        check_idle(src, idle_seconds, N)
+    sink_latest = None
+    if sink_path is not None:
+        sink_latest = open_sink(sink_path, storage_options).log.latest
+        if sink_latest is not None and sink_latest > N:
+            raise RollbackRefused(
+                N,
+                f"the file sink {sink_path} already holds batches up to {sink_latest}: Spark would re-plan batches "
+                f"{N + 1}..{sink_latest} with new data and the sink skips every batch id it already has "
+                "(silent data loss). Roll the sink back too, or restart into a new output path",
+            )
+    copied_from, copied = None, 0
+    ckpt = src
+    if into is not None:
+        # plan first on the original, so a refusal leaves DEST untouched
+        _plan_on(src, N, target.label, sink_path, storage_options)
+        before = _fingerprint(src.entries)
+        dest, copied = copy_checkpoint(src.location, into, storage_options)
+        if _fingerprint(src.location.list_tree()) != before:
+            raise RollbackRefused(N, f"{src.location.url} changed while it was copied: is the query running?")
+        copied_from = src.location.url
+        ckpt = Checkpoint.open(dest.url, storage_options)
+    plan = _plan_on(ckpt, N, target.label, sink_path, storage_options)
+    return RollbackResult(plan, ckpt.location.url, copied_from, copied)
+
+
+def _check_committed(ckpt: Checkpoint, N: int) -> None:
+    have_offsets = N in ckpt.offsets.files
+    have_commit = N in ckpt.commits.files
+    if not have_offsets or not have_commit:
+        missing = " and ".join(x for x, ok in ((f"offsets/{N}", have_offsets), (f"commits/{N}", have_commit)) if not ok)
+        O, C = sorted(ckpt.offsets.files), sorted(ckpt.commits.files)
+        known = f"offsets {_ranges(O)}, commits {_ranges(C)}"
+        raise RollbackRefused(N, f"batch {N} is not committed: {missing} missing ({known})")
+    for what, read in ((f"offsets/{N}", ckpt.offset), (f"commits/{N}", ckpt.commit)):
+        try:
+            read(N)
+        except FormatError as exc:
+            raise RollbackRefused(N, f"{what} is unreadable ({exc.expected}, found {exc.found})") from None
+
+
+def _ranges(ids: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0..2,5``."""
+    if not ids:
+        return "none"
+    runs: list[list[int]] = []
+    for x in ids:
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    return ",".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
+def _plan_on(
+    ckpt: Checkpoint, N: int, target: str, sink_path: str | None, storage_options: Mapping[str, Any] | None
+) -> Plan:
+    builder = PlanBuilder(ckpt, target)
+    why_log = f"batch {N} becomes the last batch"
+    L = ckpt.offsets.latest
+    for log in (ckpt.offsets, ckpt.commits):
+        for x, rel in sorted({**log.files, **log.noncanonical}.items(), key=lambda kv: (kv[0], kv[1])):
+            if x > N:
+                builder.delete(rel, why_log, RULE)
+        for x, rel in sorted(log.noncanonical.items()):  # a second spelling of a kept id (e.g. 0007)
+            if x <= N and x in log.files:
+                builder.delete(rel, f"non-canonical duplicate of {log.rel}/{x}", RULE)
+    keep_upto = N + 1
+    deleted_state: list[str] = []
+    for _op_id, op in sorted(ckpt.state.operators.items()):
+        for _part, stores in sorted(op.partitions.items()):
+            for _name, store in sorted(stores.items()):
+                doomed, kept_zips = _store_deletions(store, keep_upto)
+                for rel in doomed:
+                    v = layout.parse_state_file(rel.rsplit("/", 1)[-1])
+                    builder.delete(rel, f"state version {v.version if v else '?'} > {keep_upto}", RULE)
+                for rel in _unreferenced_ssts(ckpt, store, doomed, kept_zips):
+                    builder.delete(rel, f"referenced only by zips of versions > {keep_upto}", RULE)
+                deleted_state += doomed
+    remaining = {p: e for p, e in ckpt.entries.items() if p not in {a.path for a in builder.actions}}
+    after = Checkpoint(ckpt.location, remaining)
+    after._bytes = ckpt._bytes  # noqa: SLF001 - kept files are unchanged: share what was read
+    report = audit(ckpt.location.url, target, storage_options=storage_options, sink_path=sink_path, checkpoint=after)
+    blocking = [f for f in report.findings if f.severity == "error"]
+    if not report.verdict.restarts or blocking:
+        first = blocking[0] if blocking else None
+        reason = first.message if first else report.verdict.headline
+        rule = f" [{first.rule_id}]" if first else ""
+        raise RollbackRefused(N, f"after the rollback Spark could not restart correctly: {reason}{rule}")
+    replay = (
+        f"; the data of batches {N + 1}..{L} is planned again (new batch boundaries)" if L is not None and L > N else ""
+    )
+    effects = [
+        f"Spark resumes at batch {N + 1} from the offsets of batch {N}, loading state version {keep_upto}{replay}",
+        f"a sink keyed by batch id still holds the old batches {N + 1}..{L}: ids reused by the new run are "
+        "overwritten, ids it does not reach stay stale; an append sink sees the replayed data twice"
+        if L is not None and L > N
+        else "nothing to replay",
+    ]
+    notes = []
+    if ckpt.sources:
+        notes.append(
+            "file-source logs (sources/<k>/) keep their entries after batch "
+            f"{N}'s logOffset: the source resumes from its newest entry, so the files of the rolled-back "
+            "batches are read again exactly once (deleting the entries could lose them to maxFileAge, or break "
+            "a .compact file later entries depend on)"
+        )
+        notes.append("file-source logs hold absolute input paths: restart with the same input path")
+    ids = None
+    try:
+        ids = ckpt.commit(N).state_unique_ids
+    except FormatError:
+        ids = None
+    if ids is not None:
+        notes.append(f"checkpoint format v2: commits/{N} stays as the pointer to state version {keep_upto}'s ids")
+    if any(op.metadata_v2 or op.state_schema for op in ckpt.state.operators.values()):
+        notes.append("operator metadata v2 and state schema files are kept as they are")
+    return builder.build(f"rollback to batch {N}", [], effects, notes)
