@@ -99,11 +99,12 @@ class Runs:
     def store_object(self, data: bytes) -> str:
         digest = sha256(data)
         rel = f"{OBJECTS}/{digest}"
-        existing = self.loc.read_if_exists(rel)
-        if existing is None:
-            self.loc.write_atomic(rel, data)
+        try:
+            self.loc.create_exclusive(rel, data)
             self.crash.tick()
-            existing = self.loc.read(rel)
+        except FileExistsError:
+            pass  # stored by an earlier run (or an interrupted one): verified below like a new one
+        existing = self.loc.read(rel)
         if sha256(existing) != digest:
             raise BackupError(f"{self.loc.display(rel)}: expected sha256 {digest}, found {sha256(existing)}")
         return rel
@@ -289,19 +290,32 @@ def apply(
     return run_id
 
 
+#: steps journaled together: recovery compares each file with its before/after state, so the
+#: journal only has to say which steps may have started (a big plan on S3 stays linear)
+STEP_CHUNK = 64
+
+
 def _run_steps(runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Observer) -> None:
-    for i, a in enumerate(plan.actions):
-        found = FileState.of(ckpt.read_if_exists(a.path))
-        if found == a.after:
-            continue  # done before a crash (resume)
-        if found != a.before:
-            expected = f"{a.before.describe()} or {a.after.describe()}"
-            raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {found.describe()}")
-        runs.journal(run_id, "begin", step=i, path=a.path)
-        _perform(ckpt, a)
-        runs.crash.tick()
-        runs.journal(run_id, "done", step=i, path=a.path)
-        say(a.describe())
+    for first in range(0, len(plan.actions), STEP_CHUNK):
+        chunk = list(enumerate(plan.actions))[first : first + STEP_CHUNK]
+        todo = []
+        for i, a in chunk:
+            found = FileState.of(ckpt.read_if_exists(a.path))
+            if found == a.after:
+                continue  # done before a crash (resume)
+            if found != a.before:
+                expected = f"{a.before.describe()} or {a.after.describe()}"
+                raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {found.describe()}")
+            todo.append((i, a))
+        if not todo:
+            continue
+        steps = [i for i, _ in todo]
+        runs.journal(run_id, "begin", steps=steps)
+        for _, a in todo:
+            _perform(ckpt, a)
+            runs.crash.tick()
+            say(a.describe())
+        runs.journal(run_id, "done", steps=steps)
 
 
 def latest_run(runs: Runs, statuses: tuple[str, ...], *, in_order: bool = False) -> str:
