@@ -4,9 +4,10 @@ For every damage case in ``tests/spark/damage.py``:
 
 * live (``@pytest.mark.spark``): copy the session's base checkpoint (built by real PySpark, see
   ``tests/spark/plugin.py``), apply the damage, audit it, then restart it with the live Spark and compare;
-* Spark 3.5.9 (recorded): extract ``tests/fixtures/spark-3.5.9/<scenario>.tar.gz``, apply the same damage, audit
-  with ``target_spark="3.5"`` and compare with the outcome real Spark 3.5.9 had
-  (``tests/fixtures/spark-3.5.9/outcomes.json``, written by ``tests/fixtures/generate_spark35.py``).
+* recorded (Spark 3.5.9, 4.0.5, 4.1.4, 4.2.1: every ``tests/fixtures/spark-<version>/outcomes.json``): extract
+  ``spark-<version>/<scenario>.tar.gz`` (a base checkpoint written by that Spark), apply the same damage, audit
+  with ``target_spark`` = the version's ``major.minor`` label and compare with the outcome that real Spark had
+  (``outcomes.json``, written once per version by ``tests/fixtures/generate_spark35.py``).
 
 Each damaged copy is audited twice: on local disk and copied into S3 on moto's HTTP server (through s3fs);
 both verdicts must agree with Spark and with each other. (Spark itself restarts the local copy: the PyPI
@@ -30,11 +31,6 @@ import pytest
 from tests.spark.damage import CASES, DamageCase, SkipCase
 from tests.spark.harness import copy_base, restart
 from tests.spark.queries import SCENARIOS
-
-FIXTURES_35 = Path(__file__).parent / "fixtures" / "spark-3.5.9"
-OUTCOMES_35: dict[str, dict[str, Any]] = (
-    json.loads((FIXTURES_35 / "outcomes.json").read_text()) if (FIXTURES_35 / "outcomes.json").exists() else {}
-)
 
 
 def run_audit(ckpt: Path, target: str, output_dir: Path, case: DamageCase, s3: Any = None) -> Any:
@@ -138,11 +134,28 @@ def test_live_restart_matches_audit(
     assert_same_verdict(report, s3_report)
 
 
-# --------------------------------------------------------------------------------- recorded Spark 3.5.9
+# ------------------------------------------------------------------------ recorded Spark 3.5.9 / 4.0 / 4.1 / 4.2
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LIVE_VERSIONS = frozenset({"4.3"})  # run by test_live_restart_matches_audit, not recorded
 
 
-def _extract(scenario: str, dest: Path) -> tuple[Path, Path]:
-    with tarfile.open(FIXTURES_35 / f"{scenario}.tar.gz") as tar:
+def _label(version: str) -> str:
+    """``"4.0.5"`` -> ``"4.0"`` (the ``target_spark`` label and the key of ``DamageCase.versions``)."""
+    return ".".join(version.split(".")[:2])
+
+
+# full version ("3.5.9") -> its fixture dir, for every recorded tests/fixtures/spark-<version>/outcomes.json
+RECORDED: dict[str, Path] = {
+    p.parent.name.removeprefix("spark-"): p.parent for p in sorted(FIXTURES.glob("spark-*/outcomes.json"))
+}
+OUTCOMES: dict[str, dict[str, dict[str, Any]]] = {
+    version: json.loads((d / "outcomes.json").read_text()) for version, d in RECORDED.items()
+}
+
+
+def _extract(version: str, scenario: str, dest: Path) -> tuple[Path, Path]:
+    with tarfile.open(RECORDED[version] / f"{scenario}.tar.gz") as tar:
         try:
             tar.extractall(dest, filter="data")
         except TypeError:  # Python without extraction filters
@@ -150,34 +163,57 @@ def _extract(scenario: str, dest: Path) -> tuple[Path, Path]:
     return dest / "ckpt", dest / "output"
 
 
-def _cases_35() -> list[str]:
-    return sorted(n for n, c in CASES.items() if "3.5" in c.versions)
+def _recorded_cases(version: str) -> list[str]:
+    return sorted(n for n, c in CASES.items() if _label(version) in c.versions)
 
 
-@pytest.mark.parametrize("name", _cases_35())
-def test_spark35_recorded_outcome_matches_audit(name: str, tmp_path: Path, s3_bucket: Any) -> None:
+def _recorded_params() -> list[Any]:
+    return [
+        pytest.param(version, name, id=f"{version}-{name}") for version in RECORDED for name in _recorded_cases(version)
+    ]
+
+
+@pytest.mark.parametrize(("version", "name"), _recorded_params())
+def test_recorded_outcome_matches_audit(version: str, name: str, tmp_path: Path, s3_bucket: Any) -> None:
     case = CASES[name]
-    rec = OUTCOMES_35.get(name)
+    target = _label(version)
+    rec = OUTCOMES[version].get(name)
     if rec is None:
-        pytest.fail(f"no recorded Spark 3.5.9 outcome for {name}: run tests/fixtures/generate_spark35.py")
+        pytest.fail(f"no recorded Spark {version} outcome for {name}: run tests/fixtures/generate_spark35.py")
     if "skipped" in rec:
-        pytest.skip(f"the 3.5.9 base did not fit this case when recorded: {rec['skipped']}")
-    ckpt, output_dir = _extract(case.scenario, tmp_path)
+        pytest.skip(f"the {version} base did not fit this case when recorded: {rec['skipped']}")
+    ckpt, output_dir = _extract(version, case.scenario, tmp_path)
     case.apply(ckpt)  # a SkipCase here means the tarball changed since outcomes.json was written
-    report = run_audit(ckpt, "3.5", output_dir, case)
-    assert_agreement(case, "3.5", report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
-    s3_report = run_audit(ckpt, "3.5", output_dir, case, s3=s3_bucket)
-    assert_agreement(case, "3.5", s3_report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
+    report = run_audit(ckpt, target, output_dir, case)
+    assert_agreement(case, target, report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
+    s3_report = run_audit(ckpt, target, output_dir, case, s3=s3_bucket)
+    assert_agreement(case, target, s3_report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
     assert_same_verdict(report, s3_report)
 
 
 def test_catalogue_is_consistent() -> None:
+    from ckptfix.audit.targets import SUPPORTED
+
     for case in CASES.values():
         assert case.scenario in SCENARIOS, case.name
-        assert case.versions <= {"3.5", "4.3"}, case.name
-    for name in _cases_35():
-        assert name in OUTCOMES_35 or not OUTCOMES_35, f"{name} has no recorded 3.5.9 outcome"
-    for scenario in {CASES[n].scenario for n in _cases_35()}:
-        tarball = FIXTURES_35 / f"{scenario}.tar.gz"
-        if OUTCOMES_35:
+        assert case.versions <= set(SUPPORTED), case.name
+        if case.expect_rule_versions is not None:
+            assert case.expect_rule_versions <= case.versions, case.name
+    labels = [_label(v) for v in RECORDED]
+    assert len(labels) == len(set(labels)), f"two recorded dirs for one Spark label: {sorted(RECORDED)}"
+    # every catalogue version is either run live or recorded
+    used = set().union(*(c.versions for c in CASES.values()))
+    missing = used - set(labels) - LIVE_VERSIONS
+    assert not missing, f"catalogue versions neither recorded nor run live: {sorted(missing)}"
+    for version, outcomes in OUTCOMES.items():
+        assert _label(version) in SUPPORTED, version
+        for name in _recorded_cases(version):
+            assert name in outcomes, f"{name} has no recorded {version} outcome"
+        for name in outcomes:
+            assert name in CASES and _label(version) in CASES[name].versions, f"{version}: stale outcome {name}"
+        total = 0
+        for scenario in {CASES[n].scenario for n in _recorded_cases(version)}:
+            tarball = RECORDED[version] / f"{scenario}.tar.gz"
             assert tarball.exists() and tarball.stat().st_size < 1_000_000, tarball
+            total += tarball.stat().st_size
+        assert total < 1_000_000, f"{version}: fixtures total {total} bytes"

@@ -2,7 +2,7 @@
 
 Version N = the state after batch N-1; the first batch of the restart loads N =
 ``next_batch``. HDFS-backed stores need the newest readable ``S.snapshot`` (S <= N) plus
-``S+1..N.delta`` (Spark 4.1+ skips a corrupt snapshot for an older one; 3.5 fails). RocksDB
+``S+1..N.delta`` (Spark 4.2+ skips a corrupt snapshot for an older one; 3.5-4.1 fail). RocksDB
 stores need the newest ``S.zip`` (S <= N) with its SSTs plus ``S+1..N.changelog``; with state
 checkpoint format v2 the commit log names the unique id of version N and the changelog's
 lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
@@ -61,7 +61,7 @@ SNAPSHOT_CORRUPT = define(
     "STATE-SNAPSHOT-CORRUPT",
     "error",
     "A snapshot the restart would load is unreadable",
-    "Spark 3.5/4.0 fail on a corrupt newest snapshot; 4.1+ log the failure and fall back to an older snapshot "
+    "Spark 3.5-4.1 fail on a corrupt newest snapshot; 4.2+ log the failure and fall back to an older snapshot "
     "plus deltas when those still exist.",
     "Rebuild the snapshot from an older one plus deltas (`ckptfix state rebuild`), or, when the deltas exist, "
     "remove the corrupt snapshot (`ckptfix repair`).",
@@ -84,7 +84,8 @@ CHECKSUM = define(
     "STATE-CHECKSUM-MISMATCH",
     "error",
     "A state file does not match its checksum sidecar",
-    "Spark 4.1+ writes `<file>.crc` (CRC32C, size) next to format-v2 state files and verifies it on read: "
+    "Spark 4.1 writes `<file>.crc` (CRC32C, size) next to every state file, 4.2+ next to format-v2 state "
+    "files, and verifies it on read: "
     "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED.",
     "Restore the file from a backup, or rebuild the version (`ckptfix state rebuild`).",
 )
@@ -309,7 +310,7 @@ class StoreCheck:
         return None
 
     def fall_back(self, problem: Problem) -> bool:
-        """Spark 4.1+ skips a snapshot it cannot load and tries the next older one (then the
+        """Spark 4.2+ skips a snapshot it cannot load and tries the next older one (then the
         empty state); older Sparks fail. Records the skipped snapshot as a warning."""
         if not self.ctx.target.falls_back_from_corrupt_snapshot:
             return False
@@ -457,11 +458,13 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
             )
         if stateful and N > 0 and ctx.latest_offset is not None:
             provider = "rocksdb" if "rocksdb" in ctx.conf.get(PROVIDER, "").lower() else "hdfs"
-            err = (
-                E.state_dir_missing()
-                if ctx.target.error_classes
-                else SparkError(E.ISE, None, f"/1.{'delta' if provider == 'hdfs' else 'changelog'} does not exist")
-            )
+            first = f"/1.{'delta' if provider == 'hdfs' else 'changelog'}"  # which partition fails first varies
+            if ctx.target.reports_missing_state_directory:
+                err = E.state_dir_missing()
+            elif provider == "hdfs":
+                err = E.delta_missing(ctx.target, first)
+            else:
+                err = E.streaming_file_missing(ctx.target, first)
             yield DIR_MISSING.finding(
                 f"state/ has no operators, but the query is stateful and the restart loads state version {N}",
                 [Evidence(ck.display("state"), expected="state/<operator>/<partition>/...", found="nothing")],

@@ -110,7 +110,7 @@ def missing_metadata() -> SparkError:
 
 def checkpoint_not_empty() -> SparkError:
     return SparkError(
-        "org.apache.spark.SparkRuntimeException",
+        "org.apache.spark.sql.execution.streaming.state.StateStoreCheckpointLocationNotEmpty",
         "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY",
         "should be empty on batch 0",
     )

@@ -1,5 +1,6 @@
 """What each Spark release does at restart, as data (facts: ../shared/reference,
-spark-logs-and-restart.md §3.4, §4, §6, §12.4; verified live for 3.5.9 and 4.3.0)."""
+spark-logs-and-restart.md §3.4, §4, §6, §12.4; verified live for 4.3.0 and against outcomes recorded with
+3.5.9, 4.0.5, 4.1.4 and 4.2.1 in tests/fixtures/spark-<version>/)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ class SparkTarget:
 
     @property
     def asserts_no_commits_without_offsets(self) -> bool:
-        return self.at_least(4, 3)
+        """Recorded: 4.2.1 fails `assertion failed` with commits and no offsets; 4.1.4 reaches the empty-dirs check."""
+        return self.at_least(4, 2)
 
     @property
     def parses_latest_logs_first(self) -> bool:
@@ -61,8 +63,16 @@ class SparkTarget:
         return self.at_least(4, 2)
 
     @property
+    def reports_missing_state_directory(self) -> bool:
+        """Recorded: 4.2.1 raises STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY; 4.0.5/4.1.4 fail
+        loading the first delta instead."""
+        return self.at_least(4, 2)
+
+    @property
     def falls_back_from_corrupt_snapshot(self) -> bool:
-        return self.at_least(4, 1)
+        """Auto snapshot repair (spark.sql.streaming.stateStore.autoSnapshotRepair.*) ships in 4.2, not 4.1:
+        recorded 4.1.4 fails on the missing SSTs of the newest RocksDB zip, 4.2.1 restarts from an older one."""
+        return self.at_least(4, 2)
 
 
 SUPPORTED = ("3.5", "4.0", "4.1", "4.2", "4.3")

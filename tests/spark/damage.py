@@ -8,7 +8,7 @@ Hadoop ``.<name>.crc`` sidecars of changed files are left in place (stale) unles
 Spark does not verify them on these reads, and a stale sidecar is itself something the audit may report.
 Deleting a file also deletes its sidecar (as Hadoop's own delete/rename do); renames move it along.
 
-No pytest import here: the Spark 3.5.9 fixture generator uses this module too.
+No pytest import here: the recorded-fixture generator (tests/fixtures/generate_spark35.py) uses this module too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ALL_VERSIONS = frozenset({"3.5", "4.3"})
+# Spark labels (major.minor) the catalogue runs on: 3.5, 4.0, 4.1 and 4.2 recorded once with real PySpark
+# (tests/fixtures/spark-<version>/), 4.3 live.
+ALL_VERSIONS = frozenset({"3.5", "4.0", "4.1", "4.2", "4.3"})
 
 
 class SkipCase(Exception):
@@ -474,7 +476,7 @@ _CASES = [
                "latest file of the file source log sources/0 deleted"),
     # metadata
     DamageCase("metadata_missing", "stateless", _metadata(None), "metadata deleted",
-               expect_rule="META-MISSING", expect_rule_versions=frozenset({"3.5"})),
+               expect_rule="META-MISSING", expect_rule_versions=frozenset({"3.5", "4.0", "4.1"})),
     DamageCase("metadata_empty", "stateless", _metadata(""), "metadata is 0 bytes"),
     DamageCase("metadata_braces", "stateless", _metadata("{}"), "metadata is '{}'"),
     DamageCase("metadata_truncated", "stateless", _metadata_truncated, "metadata JSON cut in half"),
