@@ -1,0 +1,623 @@
+"""Planners for damaged or inconsistent ``metadata``, ``offsets/`` and ``commits/``.
+
+Each planner derives its change from Spark's restart logic (spark-logs-and-restart.md §6.1,
+§6.3, §12.3 R4-R8): which batch Spark runs first after the change, with which offsets, and
+what a sink sees again. Two rules hold everywhere:
+
+* never make Spark *re-plan* (new offsets for) a batch id a file sink's ``_spark_metadata``
+  already holds: the sink skips it and the new data is lost (§8.3);
+* never drop a commit that is a state pointer (v2 ``stateUniqueIds``) or re-plan a batch
+  whose state version exists: that needs the state helper.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+
+from ckptfix import layout
+from ckptfix.audit.model import Finding
+from ckptfix.errors import CkptfixError, FormatError, UnsupportedVersion
+from ckptfix.formats import commitlog, hadoopcrc, offsetlog
+from ckptfix.formats import metadata as metadata_format
+from ckptfix.repair.fixes import CannotFix, FixContext, fixes
+
+# -- shared facts --------------------------------------------------------------------------
+
+
+def _sink_latest(fc: FixContext) -> int | None:
+    sink = fc.audit.sink
+    return sink.log.latest if sink is not None else None
+
+
+def _no_replan(fc: FixContext, first: int, why: str) -> None:
+    """Refuse when Spark would plan batch ids >= ``first`` anew that the file sink already holds."""
+    S = _sink_latest(fc)
+    if S is not None and first <= S:
+        raise CannotFix(
+            f"{why}: Spark would plan batch {first} anew, but the file sink's _spark_metadata already holds batches "
+            f"up to {S}; the sink skips them and their new data is lost (move the sink's output first)"
+        )
+
+
+def _state_versions_from(fc: FixContext, version: int) -> list[str]:
+    """State files of version >= ``version`` (state version v+1 is written by batch v)."""
+    out: list[str] = []
+    for op in fc.ckpt.state.operators.values():
+        for stores in op.partitions.values():
+            for store in stores.values():
+                out += [rel for (_k, v, _u), rel in store.files.items() if v >= version]
+    return sorted(out)
+
+
+def _stateful(fc: FixContext) -> bool:
+    if fc.audit.stateful is not None:
+        return fc.audit.stateful
+    return bool(fc.ckpt.state.operators)
+
+
+def _no_state_after(fc: FixContext, batch: int, why: str) -> None:
+    """Re-planning ``batch`` must not meet a state version it already wrote."""
+    found = _state_versions_from(fc, batch + 1)
+    if found:
+        raise CannotFix(
+            f"{why}: batch {batch} already wrote state version {batch + 1} ({found[0]}"
+            f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}); planning it anew needs the state rolled "
+            f"back too (`ckptfix rollback --to-batch {batch - 1}`)"
+        )
+    if fc.audit.stateful and not fc.ckpt.state.operators:
+        raise CannotFix(f"{why}: the query is stateful but state/ is missing; fix the state first")
+
+
+def _is_state_pointer(data: bytes) -> bool:
+    try:
+        return bool(commitlog.parse(data).state_unique_ids)
+    except FormatError:
+        return b"stateUniqueIds" in data  # a damaged v2 commit: still treat it as one
+
+
+def _readable_offset(fc: FixContext, batch: int) -> offsetlog.OffsetFile | None:
+    if batch not in fc.ckpt.offsets.files:
+        return None
+    return fc.ckpt.try_offset(batch)
+
+
+def _readable_commit(fc: FixContext, batch: int) -> commitlog.CommitFile | None:
+    if batch not in fc.ckpt.commits.files:
+        return None
+    try:
+        return fc.ckpt.commit(batch)
+    except (FormatError, OSError):
+        return None
+
+
+def _log_offset(raw: str | None) -> int | None:
+    """The file source's ``{"logOffset":N}``; None for any other source."""
+    if raw is None:
+        return None
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return None
+    value = obj.get("logOffset") if isinstance(obj, dict) else None
+    return value if isinstance(value, int) else None
+
+
+def _source_files(fc: FixContext, source: str, lo: int, hi: int) -> int | None:
+    """Entries with ``lo < batchId <= hi`` in the file source log ``sources/<source>``
+    (compaction files hold every earlier entry); None if the log cannot tell."""
+    log = fc.ckpt.sources.get(source)
+    if log is None:
+        return None
+    total = 0
+    for n in range(lo + 1, hi + 1):
+        candidates = [n] if n in log.files else []
+        candidates += sorted(c for c in log.compact if c >= n)
+        for c in candidates:
+            try:
+                entries = fc.ckpt.source_log(source, c).entries
+            except (FormatError, OSError):
+                continue
+            mine = [e for e in entries if e.get("batchId") == n]
+            if mine:
+                total += len(mine)
+                break
+        else:
+            return None
+    return total
+
+
+def _replayed(fc: FixContext, start: int | None, end: int | None) -> str | None:
+    """What file sources deliver between offsets/start and offsets/end (``end`` None: up to
+    everything their logs hold, i.e. a batch planned anew). None when not derivable."""
+    if start is None:
+        return None
+    first = _readable_offset(fc, start)
+    if first is None:
+        return None
+    last = _readable_offset(fc, end) if end is not None else None
+    parts: list[str] = []
+    for i, so in enumerate(first.offsets):
+        source = so.source_id if first.version == 2 else str(i)
+        lo = _log_offset(so.json)
+        if lo is None:
+            return None
+        if last is not None:
+            hi = _log_offset(last.offsets[i].json) if i < len(last.offsets) else None
+        else:
+            log = fc.ckpt.sources.get(source)
+            hi = log.latest if log is not None else None
+        if hi is None:
+            return None
+        count = _source_files(fc, source, lo, hi)
+        if count is None:
+            return None
+        parts.append(f"{count} input file(s) of sources/{source} (entries {lo + 1}..{hi})" if hi > lo else "")
+    named = [p for p in parts if p]
+    return ", ".join(named) if named else "no input file"
+
+
+def _again(fc: FixContext, start: int | None, end: int | None, batch: int, before: str = "an earlier run") -> str:
+    """The sentence on what a sink sees again when batch ``batch`` reads offsets/start -> end."""
+    what = _replayed(fc, start, end)
+    if what is None:
+        return (
+            f"batch {batch}'s input reaches the sink again: an append sink may see it twice "
+            "(how many rows cannot be derived from the checkpoint for these sources)"
+        )
+    if what == "no input file":
+        return f"batch {batch} reads no input file already read before: no sink sees rows twice"
+    return (
+        f"batch {batch} reads {what} that {before} already delivered: an append (at-least-once) sink "
+        "may receive their rows twice; a sink idempotent by batch id rewrites batch "
+        f"{batch}; a file sink skips batch ids it holds"
+    )
+
+
+# -- LOG-COMMIT-AHEAD (R4) ------------------------------------------------------------------
+
+
+@fixes("LOG-COMMIT-AHEAD")
+def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
+    """Delete every commit file beyond the latest offset batch L (§6.3 condition 6).
+
+    Spark then resumes exactly where the surviving logs say: at L+1 when commits/L exists
+    (no batch re-runs), else re-running L with its recorded offsets. The alternative of
+    deleting offsets back to the commits re-runs more and renumbers batches."""
+    ck, rule = fc.ckpt, finding.rule_id
+    L = ck.offsets.latest
+    if L is None:
+        raise CannotFix("the offset log is empty (LOG-COMMITS-WITHOUT-OFFSETS)")
+    if L not in ck.offsets.files:
+        raise CannotFix(f"the latest offset entry is not named offsets/{L}; fix LOG-NONCANONICAL-NAME first")
+    ahead = [c for c in ck.commits.listed_ids if c > L]
+    if not ahead:
+        raise CannotFix(f"no commit file lies beyond the latest offset batch {L}")
+    rels = [ck.commits.files.get(c) or ck.commits.noncanonical[c] for c in ahead]
+    for rel in rels:
+        if _is_state_pointer(ck.read(rel)):
+            raise CannotFix(
+                f"{rel} carries stateUniqueIds (state checkpoint format v2): it points into state/, so the state "
+                "helper must decide which state version survives"
+            )
+    # commits at or below L are left alone: a gap K2 < L-1 is LOG-COMMIT-GAP's (or async tracking's) business
+    K2 = max((c for c in ck.commits.listed_ids if c <= L), default=None)
+    _no_replan(fc, L + 1, "deleting the commits beyond the latest offset")
+    for c, rel in zip(ahead, rels, strict=True):
+        lost = c == L + 1 and c not in ck.offsets.listed_ids
+        why = f"commit of batch {c}, beyond the latest offset batch {L}" + (
+            f" (no offsets/{c}: batch {c} will be planned anew)" if lost else ""
+        )
+        fc.builder.delete(rel, why, rule)
+    if K2 == L:
+        effects = [f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch re-runs"]
+        replay = _replayed(fc, L, None)
+        if L + 1 in ahead and replay != "no input file":
+            effects.append(
+                f"batch {L + 1} ran before its offset file was lost and is planned anew: " + _again(fc, L, None, L + 1)
+            )
+        return effects
+    return [f"Spark re-runs batch {L} with its recorded offsets/{L} (as after a crash); " + _again(fc, L - 1, L, L)]
+
+
+# -- LOG-UNREADABLE (R5, R6), LOG-NO-BATCH-METADATA ------------------------------------------
+
+
+def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
+    """R5: delete offsets/L (and commits/L) so that Spark plans batch L again from offsets/L-1."""
+    ck = fc.ckpt
+    L, K = ck.offsets.latest, ck.commits.latest
+    assert L is not None
+    if L == 0:
+        raise CannotFix(
+            f"{why}, and it is offsets/0: without it the query starts from scratch; restore it from a backup "
+            "or start a new checkpoint"
+        )
+    if _readable_offset(fc, L - 1) is None:
+        raise CannotFix(f"{why}, and offsets/{L - 1}, where Spark would plan it from, is missing or unreadable")
+    if K is not None and K > L:
+        raise CannotFix(f"{why}, and the commit log reaches {K} beyond it; fix LOG-COMMIT-AHEAD first")
+    if K is None or K < L - 1:
+        raise CannotFix(f"{why}, and the latest commit is {K}: batches before {L} would be skipped")
+    if K == L and _is_state_pointer(ck.read(ck.commits.path_of(L))):
+        raise CannotFix(f"{why}, and commits/{L} is a state pointer (stateUniqueIds); the state helper must decide")
+    if _stateful(fc):
+        _no_state_after(fc, L, why)
+    _no_replan(fc, L, why)
+    fc.builder.delete(ck.offsets.files[L], f"{why}: Spark plans batch {L} again from offsets/{L - 1}", rule)
+    effects = [f"Spark plans batch {L} again from offsets/{L - 1}, up to what the sources hold now"]
+    if K == L:
+        fc.builder.delete(
+            ck.commits.files[L], f"batch {L} is planned again, so its commit must go (else it collides)", rule
+        )
+        effects.append(_again(fc, L - 1, None, L))
+    else:
+        effects.append(f"batch {L} never committed; " + _again(fc, L - 1, None, L, "its interrupted run may have"))
+    return effects
+
+
+def _commit_v1(fc: FixContext, batch: int, watermark: int, rule: str, why: str) -> None:
+    """Rewrite commits/<batch> as ``v1\\n{"nextBatchWatermarkMs":W}`` (refused for state pointers)."""
+    ck = fc.ckpt
+    prev = max((c for c in ck.commits.files if c < batch), default=None)
+    older = _readable_commit(fc, prev) if prev is not None else None
+    if older is not None and (older.version != 1 or older.state_unique_ids):
+        raise CannotFix(
+            f"commits/{prev} is v{older.version}{' with stateUniqueIds' if older.state_unique_ids else ''}: this "
+            f"checkpoint writes state pointers into its commits, so a v1 commits/{batch} would lose them"
+        )
+    content = commitlog.dump(commitlog.CommitFile(1, watermark))
+    fc.builder.write(ck.commits.files[batch], content, why, rule)
+
+
+def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
+    """R6: the latest commit file K is damaged."""
+    ck = fc.ckpt
+    L, K = ck.offsets.latest, ck.commits.latest
+    assert K is not None
+    if L is None or _readable_offset(fc, L) is None:
+        raise CannotFix(f"{why}, and the latest offset file is missing or unreadable; fix that first")
+    if K == L:
+        if L > 0 and _readable_offset(fc, L - 1) is None:
+            raise CannotFix(f"{why}, and offsets/{L - 1} (the start of batch {L}) is missing or unreadable")
+        off = _readable_offset(fc, L)
+        assert off is not None
+        prev_commit = _readable_commit(fc, L - 1) if L > 0 else None
+        no_watermark = (
+            off.metadata is not None
+            and off.metadata.batch_watermark_ms == 0
+            and (prev_commit is None or prev_commit.next_batch_watermark_ms == 0)
+            and not _stateful(fc)
+        )
+        if fc.strategy != "truncate" and no_watermark:
+            _commit_v1(fc, K, 0, rule, f"{why}: batch {L} completed (its commit was being written)")
+            return [
+                f"Spark resumes at batch {L + 1}; no batch re-runs (the query has no event-time watermark: "
+                f"offsets/{L} and commits/{L - 1} record 0, so commits/{L} says nextBatchWatermarkMs 0)"
+            ]
+        fc.builder.delete(ck.commits.files[K], f"{why}: batch {L} re-runs with its recorded offsets", rule)
+        return [
+            f"Spark re-runs batch {L} with its recorded offsets (offsets/{L - 1} -> offsets/{L}), as after a crash "
+            "before the commit; a file sink skips it (it holds the batch already); " + _again(fc, L - 1, L, L)
+        ]
+    if K == L - 1:
+        off = _readable_offset(fc, L)
+        assert off is not None
+        if off.metadata is None:
+            raise CannotFix(f"{why}, and offsets/{L} has no metadata to take batch {L}'s watermark from")
+        W = off.metadata.batch_watermark_ms
+        _commit_v1(fc, K, W, rule, f"{why}: batch {K} completed; its next-batch watermark is batch {L}'s ({W})")
+        return [
+            f"commits/{K} says nextBatchWatermarkMs {W}, the watermark offsets/{L} recorded for batch {L} "
+            f"(Spark takes batch {L}'s watermark from the tracker after batch {K} committed)",
+            f"Spark re-runs batch {L} from offsets/{L - 1} to offsets/{L}, as after any crash mid-batch; "
+            + _again(fc, L - 1, L, L),
+        ]
+    raise CannotFix(
+        f"{why}, and the latest offset batch is {L}: deleting it would leave batches without commits; restore it"
+    )
+
+
+def _damaged(fc: FixContext) -> list[tuple[str, int]]:
+    ck = fc.ckpt
+    L, K = ck.offsets.latest, ck.commits.latest
+    out: list[tuple[str, int]] = []
+    for b in (L, None if L is None else L - 1):
+        if b is not None and b >= 0 and b in ck.offsets.files:
+            try:
+                ck.offset(b)
+            except UnsupportedVersion:
+                continue  # LOG-VERSION-TOO-NEW, not damage
+            except FormatError:
+                out.append(("offsets", b))
+    if K is not None and K in ck.commits.files:
+        try:
+            ck.commit(K)
+        except UnsupportedVersion:
+            pass
+        except FormatError:
+            out.append(("commits", K))
+    return out
+
+
+@fixes("LOG-UNREADABLE")
+def unreadable(fc: FixContext, finding: Finding) -> list[str]:
+    ck, rule = fc.ckpt, finding.rule_id
+    damaged = _damaged(fc)
+    if not damaged:
+        raise CannotFix("no damaged latest offset or commit file found (the checkpoint changed?)")
+    if len(damaged) > 1:
+        raise CannotFix(
+            "several log files restart reads are damaged ("
+            + ", ".join(f"{log}/{b}" for log, b in damaged)
+            + "): restore them from a backup"
+        )
+    log, b = damaged[0]
+    L = ck.offsets.latest
+    if log == "commits":
+        return _damaged_commit(fc, rule, f"commits/{b} is damaged")
+    assert L is not None  # offsets/b is listed
+    if b == L:
+        return _drop_latest_offset(fc, rule, f"offsets/{b} is damaged")
+    # offsets/L-1: only the start of batch L; useless once L is committed
+    if ck.commits.latest == L:
+        fc.builder.write(
+            ck.offsets.files[b],
+            ck.read(ck.offsets.files[L]),
+            f"offsets/{b} is damaged; batch {L} is committed, so its predecessor is only read as a start",
+            rule,
+        )
+        return [f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no batch re-runs"]
+    raise CannotFix(
+        f"offsets/{b} is damaged and batch {L} is not committed: it is the start of batch {L}'s range; restore it"
+    )
+
+
+@fixes("LOG-NO-BATCH-METADATA")
+def no_batch_metadata(fc: FixContext, finding: Finding) -> list[str]:
+    """Rebuild offsets/L's metadata line: conf from offsets/L-1 (it must not change across
+    batches), watermark from commits/L-1 (the watermark batch L ran with), timestamp of L-1."""
+    ck, rule = fc.ckpt, finding.rule_id
+    L, K = ck.offsets.latest, ck.commits.latest
+    if L is None or L == 0:
+        raise CannotFix("offsets/0 has no earlier batch to take its metadata from; restore it")
+    cur = _readable_offset(fc, L)
+    prev = _readable_offset(fc, L - 1)
+    if cur is None or prev is None or prev.metadata is None:
+        raise CannotFix(f"offsets/{L - 1} is missing or has no metadata to rebuild offsets/{L}'s from")
+    if K not in (L - 1, L):
+        raise CannotFix(f"the latest commit is {K}, not {L - 1} or {L}: fix the commit log first")
+    commit = _readable_commit(fc, L - 1)
+    if commit is None:
+        raise CannotFix(f"commits/{L - 1} is missing or unreadable: batch {L}'s watermark is unknown")
+    meta = replace(prev.metadata, batch_watermark_ms=commit.next_batch_watermark_ms)
+    content = offsetlog.dump(replace(cur, metadata=meta))
+    fc.builder.write(
+        ck.offsets.files[L],
+        content,
+        f"metadata line rebuilt: conf of offsets/{L - 1}, watermark {meta.batch_watermark_ms} from "
+        f"commits/{L - 1}, timestamp of batch {L - 1}",
+        rule,
+    )
+    after = (
+        f"Spark resumes at batch {L + 1}; no batch re-runs"
+        if K == L
+        else f"Spark re-runs batch {L} with its recorded offsets, as after a crash mid-batch; "
+        + _again(fc, L - 1, L, L)
+    )
+    return [
+        after,
+        f"batch {L}'s processing timestamp becomes batch {L - 1}'s ({meta.batch_timestamp_ms}); it only matters "
+        "to current_timestamp() and processing-time timeouts in a re-run",
+    ]
+
+
+# -- META-MISSING / META-UNREADABLE (R7) -----------------------------------------------------
+
+
+def _ids_in_backups(fc: FixContext) -> dict[str, list[str]]:
+    """Query ids ckptfix recorded: each run's plan, and backed-up ``metadata`` files."""
+    from ckptfix.repair.engine import Runs, default_backup_url
+    from ckptfix.storage import Location
+
+    url = fc.options.get("backup_dir") or default_backup_url(fc.ckpt.location.url)
+    found: dict[str, list[str]] = {}
+    try:
+        runs = Runs(Location(url, fc.ckpt.location.storage_options))
+        run_ids = runs.run_ids()
+    except (CkptfixError, OSError):
+        return found
+    for run_id in run_ids:
+        try:
+            plan = runs.plan_of(run_id)
+        except (CkptfixError, OSError):
+            continue
+        if plan.query_id:
+            found.setdefault(plan.query_id, []).append(f"{url}/runs/{run_id}/plan.json")
+        for a in plan.actions:
+            if a.path == layout.METADATA and a.before.exists:
+                try:
+                    meta = metadata_format.parse(runs.load_object(a.before))
+                except (CkptfixError, OSError):
+                    continue
+                found.setdefault(meta.id, []).append(f"{url}/objects/{a.before.sha256}")
+    return {qid: where for qid, where in found.items() if _uuid(qid) == qid}
+
+
+def _uuid(text: str) -> str | None:
+    try:
+        return str(uuid.UUID(text))
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+@fixes("META-MISSING", "META-UNREADABLE")
+def restore_metadata(fc: FixContext, finding: Finding) -> list[str]:
+    t = fc.audit.target
+    given = fc.options.get("query_id")
+    known = _ids_in_backups(fc)
+    notes: list[str] = []
+    if given:
+        qid = _uuid(str(given))
+        if qid is None:
+            raise CannotFix(f"--query-id: expected a UUID like 6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162, found {given!r}")
+        source = "--query-id"
+        others = sorted(set(known) - {qid})
+        if others:
+            notes.append(f"ckptfix's own records name another id ({', '.join(others)}); --query-id wins")
+    elif len(known) == 1:
+        qid, where = next(iter(known.items()))
+        source = f"ckptfix's records ({where[0]})"
+    elif known:
+        raise CannotFix(
+            "ckptfix's records name several query ids (" + ", ".join(sorted(known)) + "): pass the right one "
+            "with --query-id"
+        )
+    else:
+        consequence = (
+            f"Spark {t.label} refuses to start (STREAMING_CHECKPOINT_MISSING_METADATA_FILE)"
+            if t.refuses_missing_metadata
+            else f"Spark {t.label} silently starts the query under a NEW id"
+        )
+        raise CannotFix(
+            "the query id is unknown: pass --query-id <uuid> (the driver log's 'Query [id = ...]', the Spark UI, "
+            f"or StreamingQueryListener events name it). Without the file {consequence}; a new id breaks "
+            "exactly-once sinks that key on it (e.g. Delta's idempotent writes by query id, foreachBatch "
+            "deduplication by (queryId, batchId)): they take the next batches for new ones and write them again"
+        )
+    fc.builder.write(
+        layout.METADATA,
+        metadata_format.dump(metadata_format.StreamMetadata(qid)),
+        f"query id {qid} from {source}",
+        finding.rule_id,
+    )
+    return [f"Spark restarts the query under its id {qid} (from {source}); no batch re-runs", *notes]
+
+
+# -- LOG-CRC-MISMATCH --------------------------------------------------------------------------
+
+
+def _crc_rel(rel: str) -> str:
+    parent, _, name = rel.rpartition("/")
+    return f"{parent}/{layout.hadoop_crc_name(name)}" if parent else layout.hadoop_crc_name(name)
+
+
+def _mismatched(fc: FixContext) -> list[tuple[str, hadoopcrc.HadoopCrc]]:
+    ck = fc.ckpt
+    L, K = ck.offsets.latest, ck.commits.latest
+    rels = [ck.metadata_rel] if ck.metadata_rel else []
+    for b in (L, None if L is None else L - 1):
+        if b is not None and b in ck.offsets.files:
+            rels.append(ck.offsets.files[b])
+    if K is not None and K in ck.commits.files:
+        rels.append(ck.commits.files[K])
+    out: list[tuple[str, hadoopcrc.HadoopCrc]] = []
+    for rel in rels:
+        crc_rel = _crc_rel(rel)
+        if crc_rel not in ck.entries:
+            continue
+        try:
+            crc = hadoopcrc.parse(ck.read(crc_rel), ck.display(crc_rel))
+        except FormatError:
+            continue  # an unreadable sidecar is a warning, not this error
+        if hadoopcrc.first_mismatch(crc, ck.read(rel)) is not None:
+            out.append((rel, crc))
+    return out
+
+
+@fixes("LOG-CRC-MISMATCH")
+def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
+    """Never accept an edited file silently: let Spark re-create it where that is safe, or,
+    only with --accept-edits, regenerate the sidecar. The engine backs up every original
+    (the edited bytes included) before touching anything."""
+    ck, rule = fc.ckpt, finding.rule_id
+    planned = {a.path for a in fc.builder.actions}
+    found = _mismatched(fc)
+    if not found:
+        raise CannotFix("no file of the restart tail differs from its .crc (the checkpoint changed?)")
+    # a file another fix already rewrites or deletes gets its sidecar from the builder
+    edited = [(rel, crc) for rel, crc in found if rel not in planned]
+    if not edited:
+        return []
+    L, K = ck.offsets.latest, ck.commits.latest
+    effects: list[str] = []
+    if fc.options.get("accept_edits"):
+        next_batch = fc.audit.next_batch
+        for rel, crc in edited:
+            fc.builder.write(
+                _crc_rel(rel),
+                hadoopcrc.dump(hadoopcrc.compute(ck.read(rel), crc.bytes_per_checksum)),
+                f"--accept-edits: the sidecar now records the edited {rel}",
+                rule,
+            )
+            effects.append(
+                f"Spark uses the edited {rel} as if it had written it; ckptfix cannot tell whether the edit is right: "
+                + (
+                    f"batch {next_batch} starts from the edited offsets (an offset moved back re-reads "
+                    "data: duplicates; moved forward skips data: loss)"
+                    if rel == ck.offsets.files.get(L if L is not None else -1)
+                    else "whatever the edit changed, Spark now relies on it"
+                )
+            )
+        return effects
+    paths = {rel for rel, _ in edited}
+    off_L = ck.offsets.files.get(L) if L is not None else None
+    com_K = ck.commits.files.get(K) if K is not None else None
+    if off_L in paths:
+        effects += _drop_latest_offset(fc, rule, f"offsets/{L} was edited after Spark wrote it")
+        effects.append(f"the edited offsets/{L} stays in the backup; --accept-edits keeps it instead")
+        paths.discard(off_L)
+        if K == L:
+            paths.discard(com_K)
+    if com_K in paths and K == L:
+        fc.builder.delete(com_K, f"commits/{K} was edited after Spark wrote it: batch {L} re-runs", rule)
+        effects.append(
+            f"Spark re-runs batch {L} with its recorded offsets, as after a crash before the commit; a file sink "
+            "skips it; " + _again(fc, L - 1, L, L)
+            if L
+            else f"Spark re-runs batch {L}"
+        )
+        paths.discard(com_K)
+    if paths:
+        rest = ", ".join(sorted(paths))
+        raise CannotFix(
+            f"{rest} was edited after Spark wrote it and Spark cannot re-create it safely: restore the original "
+            "(a backup), or keep the edit with --accept-edits (Spark then relies on it)"
+        )
+    return effects
+
+
+# -- LOG-NONCANONICAL-NAME (R8) ----------------------------------------------------------------
+
+
+@fixes("LOG-NONCANONICAL-NAME")
+def noncanonical_name(fc: FixContext, finding: Finding) -> list[str]:
+    """Rename ``0007`` to ``7`` (write the canonical file, delete the other), when ``7`` does
+    not exist and the content parses. The sidecar moves along, byte for byte."""
+    ck, rule = fc.ckpt, finding.rule_id
+    effects: list[str] = []
+    for log, parser in ((ck.offsets, offsetlog.parse), (ck.commits, commitlog.parse)):
+        for b, rel in sorted(log.noncanonical.items()):
+            latest = b == log.latest
+            canonical = f"{log.rel}/{layout.batch_file_name(b)}"
+            if b in log.files or canonical in ck.entries:
+                if latest:
+                    raise CannotFix(f"{rel} and {canonical} both exist: which one is batch {b} is unclear")
+                continue
+            data = ck.read(rel)
+            try:
+                parser(data, ck.display(rel))
+            except FormatError as exc:
+                if latest:
+                    raise CannotFix(f"{rel} cannot be read ({exc.found}): renaming it would not help") from None
+                continue
+            fc.builder.write(canonical, data, f"canonical name of {rel}", rule)
+            old_crc = _crc_rel(rel)
+            if old_crc in ck.entries:
+                fc.builder.write(_crc_rel(canonical), ck.read(old_crc), f"sidecar of {rel}, moved along", rule)
+            fc.builder.delete(rel, f"renamed to {canonical}", rule)
+            effects.append(f"Spark opens {canonical} for batch {b}, as it reads the listing; nothing re-runs")
+    if not effects:
+        raise CannotFix("no non-canonical log file name can be renamed")
+    return effects

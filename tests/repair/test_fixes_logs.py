@@ -1,0 +1,475 @@
+"""The log planners (ckptfix/repair/fixes_logs.py) on real checkpoints, without Spark.
+
+Checkpoints: the Spark 3.5.9 tarballs (``stateless``: offsets and commits 0..6, file source
+``sources/0`` 0..6 with one input file per batch; ``filesink``: the same with a parquet sink
+whose ``_spark_metadata`` holds 0..6; ``agg_hdfs``: a stateful aggregation, batches 0..7) and
+``samples/async-sparse`` (rate source, async tracking: offsets = commits = {0,1,3,...,29,31}).
+They are damaged with the catalogue's own functions (tests/spark/damage.py). Every expected
+action, byte string and refusal below is written by hand from the damage, never computed by
+the code under test. Then: apply + undo restores every file's sha256, locally and on S3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptfix.audit import audit
+from ckptfix.repair import engine
+from ckptfix.repair.plan import Plan
+from ckptfix.repair.planning import plan_repair
+from ckptfix.storage import Location
+from tests.spark.damage import CASES
+from tests.unit.realckpt import sample_checkpoint
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "spark-3.5.9"
+QUERY_ID = "f405cca0-6611-4197-acb2-ea3f2b8bf4bf"  # metadata of the 3.5.9 stateless tarball
+COMMIT_WM0 = b'v1\n{"nextBatchWatermarkMs":0}'  # what Spark 3.5.9 wrote as every commit of that query
+
+
+def tree(root: Path) -> dict[str, str]:
+    """sha256 of every file below root (hidden ones included), ckptfix's backup dir excluded."""
+    out = {}
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "_ckptfix"]
+        for f in files:
+            p = Path(dirpath, f)
+            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def hadoop_crc(data: bytes) -> bytes:
+    """A Hadoop .crc sidecar, computed here independently of ckptfix."""
+    sums = b"".join(struct.pack(">I", zlib.crc32(data[i : i + 512])) for i in range(0, len(data), 512))
+    return b"crc\x00" + struct.pack(">i", 512) + sums
+
+
+def extract(scenario: str, dest: Path) -> tuple[Path, Path]:
+    with tarfile.open(FIXTURES / f"{scenario}.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "ckpt", dest / "output"
+
+
+def damaged(tmp_path: Path, case: str) -> Path:
+    c = CASES[case]
+    ckpt, _ = extract(c.scenario, tmp_path / "x")
+    c.apply(ckpt)
+    return ckpt
+
+
+def ops(plan: Plan) -> list[tuple[str, str]]:
+    return [(a.op, a.path) for a in plan.actions]
+
+
+def plan_of(ckpt: Path, target: str = "4.3", **kw: Any) -> tuple[Plan, list[str]]:
+    plan, _report, unfixed = plan_repair(str(ckpt), target, **kw)
+    return plan, unfixed
+
+
+def content(plan: Plan, path: str) -> bytes | None:
+    return next(a.content for a in plan.actions if a.path == path)
+
+
+def one_effect(plan: Plan, *words: str) -> None:
+    text = " | ".join(plan.effects)
+    for w in words:
+        assert w in text, f"{w!r} not in effects: {text}"
+
+
+# -- LOG-COMMIT-AHEAD ------------------------------------------------------------------------
+
+
+def test_commit_beyond_latest_offset_is_deleted_and_nothing_reruns(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_beyond_latest_offset")  # commits/7 = copy of commits/6, no sidecar
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert plan.fixes == ("LOG-COMMIT-AHEAD",)
+    assert ops(plan) == [("delete", "commits/7")]
+    one_effect(plan, "resumes at batch 7", "no recorded batch re-runs")
+
+
+def test_latest_offset_deleted_drops_its_commit_and_names_the_replayed_file(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "latest_offset_deleted")  # offsets 0..5, commits 0..6
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("delete", "commits/6"), ("delete", "commits/.6.crc")]
+    # sources/0/6 lists part-0006.json for logOffset 6; offsets/5 ends at logOffset 5
+    one_effect(plan, "resumes at batch 6", "1 input file(s) of sources/0 (entries 6..6)")
+
+
+def test_commit_ahead_refuses_a_state_pointer(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_beyond_latest_offset")
+    (ckpt / "commits" / "7").write_bytes(b'v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["a"],["b"]]}}')
+    plan, unfixed = plan_of(ckpt)
+    assert plan.empty
+    assert len(unfixed) == 1 and unfixed[0].startswith("LOG-COMMIT-AHEAD: commits/7 carries stateUniqueIds")
+
+
+def test_commit_ahead_refuses_to_replan_what_the_file_sink_holds(tmp_path: Path) -> None:
+    c = CASES["latest_offset_deleted"]
+    ckpt, output = extract("filesink", tmp_path / "x")  # _spark_metadata 0..6
+    c.apply(ckpt)
+    plan, unfixed = plan_of(ckpt, sink_path=str(output))
+    assert plan.empty
+    assert any(u.startswith("LOG-COMMIT-AHEAD: deleting the commits") and "up to 6" in u for u in unfixed), unfixed
+
+
+def test_commit_ahead_with_an_async_gap_is_one_plan(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    CASES["commit_beyond_latest_offset"].apply(ckpt)  # commits/32 next to offsets ..29, 31
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert sorted(plan.fixes) == ["LOG-ASYNC-GAP", "LOG-COMMIT-AHEAD"]
+    assert sorted(ops(plan)) == [("delete", "commits/32"), ("write", "offsets/30")]
+    assert content(plan, "offsets/30") == (ckpt / "offsets" / "31").read_bytes()
+
+
+# -- LOG-UNREADABLE / LOG-NO-BATCH-METADATA -------------------------------------------------
+
+DROP_6 = [
+    ("delete", "offsets/6"),
+    ("delete", "offsets/.6.crc"),
+    ("delete", "commits/6"),
+    ("delete", "commits/.6.crc"),
+]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "offset_latest_empty",
+        "offset_latest_header_only",
+        "offset_latest_metadata_truncated",
+        "offset_latest_bad_header",
+    ],
+)
+def test_damaged_latest_offset_is_planned_again(tmp_path: Path, case: str) -> None:
+    ckpt = damaged(tmp_path, case)  # offsets/6 damaged; batch 6 was committed
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert plan.fixes == ("LOG-UNREADABLE",)
+    assert ops(plan) == DROP_6
+    one_effect(plan, "plans batch 6 again from offsets/5", "1 input file(s) of sources/0 (entries 6..6)")
+
+
+def test_damaged_previous_offset_of_a_committed_batch_becomes_a_copy(tmp_path: Path) -> None:
+    ckpt, _ = extract("stateless", tmp_path / "x")
+    (ckpt / "offsets" / "5").write_bytes(b"")  # offsets/6 and commits/6 intact: batch 6 is committed
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("write", "offsets/5"), ("write", "offsets/.5.crc")]
+    six = (ckpt / "offsets" / "6").read_bytes()
+    assert content(plan, "offsets/5") == six and content(plan, "offsets/.5.crc") == hadoop_crc(six)
+    one_effect(plan, "resumes at batch 7")
+
+
+def test_damaged_previous_offset_of_an_uncommitted_batch_is_refused(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_latest_missing")  # batch 6 in flight
+    (ckpt / "offsets" / "5").write_bytes(b"v1")
+    plan, unfixed = plan_of(ckpt)
+    assert plan.empty
+    assert unfixed == [
+        "LOG-UNREADABLE: offsets/5 is damaged and batch 6 is not committed: it is the start of batch 6's range; "
+        "restore it"
+    ]
+
+
+def test_damaged_latest_offset_refused_when_the_file_sink_holds_it(tmp_path: Path) -> None:
+    ckpt, output = extract("filesink", tmp_path / "x")
+    CASES["offset_latest_empty"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt, sink_path=str(output))
+    assert plan.empty
+    assert any(u.startswith("LOG-UNREADABLE: offsets/6 is damaged: Spark would plan batch 6 anew") for u in unfixed)
+
+
+def test_damaged_latest_offset_refused_when_its_state_exists(tmp_path: Path) -> None:
+    ckpt, _ = extract("agg_hdfs", tmp_path / "x")  # batches 0..7; batch 7 wrote state version 8
+    CASES["offset_latest_empty"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt)
+    assert plan.empty
+    assert any("batch 7 already wrote state version 8" in u for u in unfixed), unfixed
+
+
+def test_damaged_latest_commit_is_rewritten_without_watermark(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_latest_empty")  # commits/6 0 bytes, its .crc still the original
+    original_crc = (ckpt / "commits" / ".6.crc").read_bytes()
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("write", "commits/6"), ("write", "commits/.6.crc")]
+    assert content(plan, "commits/6") == COMMIT_WM0
+    assert content(plan, "commits/.6.crc") == original_crc == hadoop_crc(COMMIT_WM0)
+    one_effect(plan, "resumes at batch 7", "no batch re-runs")
+
+
+def test_damaged_latest_commit_truncate_strategy_reruns_the_batch(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_latest_empty")
+    plan, unfixed = plan_of(ckpt, strategy="truncate")
+    assert unfixed == []
+    assert ops(plan) == [("delete", "commits/6"), ("delete", "commits/.6.crc")]
+    # batch 6 re-runs offsets/5 -> offsets/6: logOffset 5 -> 6, one file
+    one_effect(plan, "re-runs batch 6 with its recorded offsets", "1 input file(s) of sources/0 (entries 6..6)")
+
+
+def test_damaged_commit_of_the_batch_before_the_latest_is_rewritten(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_latest_missing")  # commits 0..5, offsets 0..6
+    (ckpt / "commits" / "5").write_bytes(b'v1\n{"nextBatch')
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("write", "commits/5"), ("write", "commits/.5.crc")]
+    assert content(plan, "commits/5") == COMMIT_WM0  # batchWatermarkMs of offsets/6 is 0
+    one_effect(plan, "re-runs batch 6 from offsets/5 to offsets/6")
+
+
+def test_empty_metadata_line_is_rebuilt_from_the_previous_batch(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "offset_latest_metadata_empty")
+    prev = (ckpt / "offsets" / "5").read_text().split("\n")
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    # the damage left offsets/.6.crc stale: rewriting offsets/6 regenerates it, which answers LOG-CRC-MISMATCH too
+    assert plan.fixes == ("LOG-NO-BATCH-METADATA", "LOG-CRC-MISMATCH")
+    assert ops(plan) == [("write", "offsets/6"), ("write", "offsets/.6.crc")]
+    written = (content(plan, "offsets/6") or b"").decode().split("\n")
+    assert written[0] == "v1" and written[2] == '{"logOffset":6}' and len(written) == 3
+    meta, want = json.loads(written[1]), json.loads(prev[1])
+    assert meta == want  # offsets/5: batchWatermarkMs 0 (= commits/5's next watermark), its conf and timestamp
+    one_effect(plan, "resumes at batch 7")
+
+
+def test_empty_metadata_line_of_an_uncommitted_batch_keeps_its_offsets(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "offset_latest_metadata_empty")
+    CASES["commit_latest_missing"].apply(ckpt)  # commits 0..5: batch 6 in flight
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("write", "offsets/6"), ("write", "offsets/.6.crc")]
+    assert (content(plan, "offsets/6") or b"").endswith(b'\n{"logOffset":6}')
+    one_effect(plan, "re-runs batch 6 with its recorded offsets", "1 input file(s) of sources/0 (entries 6..6)")
+
+
+# -- META-MISSING / META-UNREADABLE ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["metadata_missing", "metadata_empty", "metadata_braces", "metadata_truncated"])
+def test_metadata_restored_from_query_id_option(tmp_path: Path, case: str) -> None:
+    ckpt = damaged(tmp_path, case)
+    plan, unfixed = plan_of(ckpt, options={"query_id": QUERY_ID.upper()})
+    assert unfixed == []
+    assert content(plan, "metadata") == b'{"id":"f405cca0-6611-4197-acb2-ea3f2b8bf4bf"}'
+    sidecar = [p for _, p in ops(plan) if p != "metadata"]
+    assert sidecar == ([] if case == "metadata_missing" else [".metadata.crc"])
+
+
+def test_metadata_refused_without_an_id(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "metadata_missing")
+    for target, says in (("3.5", "silently starts the query under a NEW id"), ("4.3", "refuses to start")):
+        plan, unfixed = plan_of(ckpt, target)
+        assert plan.empty
+        assert len(unfixed) == 1 and unfixed[0].startswith("META-MISSING: the query id is unknown: pass --query-id")
+        assert says in unfixed[0] and "exactly-once sinks" in unfixed[0]
+
+
+def test_metadata_refuses_a_query_id_that_is_no_uuid(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "metadata_missing")
+    plan, unfixed = plan_of(ckpt, options={"query_id": "my-query"})
+    assert plan.empty and unfixed == [
+        "META-MISSING: --query-id: expected a UUID like 6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162, found 'my-query'"
+    ]
+
+
+def test_metadata_restored_from_an_earlier_ckptfix_run(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_latest_empty")
+    first, _ = plan_of(ckpt)
+    assert first.query_id == QUERY_ID
+    engine.apply(first, Location(str(ckpt)), Location(engine.default_backup_url(str(ckpt))), force=True)
+    CASES["metadata_missing"].apply(ckpt)  # metadata and .metadata.crc deleted
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("write", "metadata")]
+    assert content(plan, "metadata") == b'{"id":"f405cca0-6611-4197-acb2-ea3f2b8bf4bf"}'
+    one_effect(plan, "ckptfix's records", "/_ckptfix/runs/")
+
+
+# -- LOG-CRC-MISMATCH ------------------------------------------------------------------------
+
+
+def test_edited_committed_offset_is_replanned(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "offset_latest_edited_stale_crc")  # offsets/6 says logOffset 5 now
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert plan.fixes == ("LOG-CRC-MISMATCH",)
+    assert ops(plan) == DROP_6
+    one_effect(plan, "plans batch 6 again from offsets/5", "stays in the backup", "--accept-edits")
+
+
+def test_edited_offset_kept_only_with_accept_edits(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "offset_latest_edited_stale_crc")
+    edited = (ckpt / "offsets" / "6").read_bytes()
+    plan, unfixed = plan_of(ckpt, options={"accept_edits": True})
+    assert unfixed == []
+    assert ops(plan) == [("write", "offsets/.6.crc")]
+    assert content(plan, "offsets/.6.crc") == hadoop_crc(edited)
+    one_effect(plan, "Spark uses the edited offsets/6", "batch 7 starts from the edited offsets")
+
+
+def test_edited_commit_of_an_uncommitted_batch_needs_accept_edits(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "commit_latest_missing")  # commits 0..5: batch 6 in flight
+    (ckpt / "commits" / "5").write_bytes(b'v1\n{"nextBatchWatermarkMs":7}')  # stale .5.crc stays
+    plan, unfixed = plan_of(ckpt)
+    assert plan.empty
+    assert unfixed == [
+        "LOG-CRC-MISMATCH: commits/5 was edited after Spark wrote it and Spark cannot re-create it safely: restore "
+        "the original (a backup), or keep the edit with --accept-edits (Spark then relies on it)"
+    ]
+
+
+def test_edited_latest_commit_reruns_its_batch(tmp_path: Path) -> None:
+    ckpt, _ = extract("stateless", tmp_path / "x")
+    (ckpt / "commits" / "6").write_bytes(b'v1\n{"nextBatchWatermarkMs":7}')
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("delete", "commits/6"), ("delete", "commits/.6.crc")]
+    one_effect(plan, "re-runs batch 6 with its recorded offsets")
+
+
+# -- LOG-NONCANONICAL-NAME -------------------------------------------------------------------
+
+
+def test_noncanonical_latest_offset_is_renamed_with_its_sidecar(tmp_path: Path) -> None:
+    ckpt, _ = extract("stateless", tmp_path / "x")
+    data, crc = (ckpt / "offsets" / "6").read_bytes(), (ckpt / "offsets" / ".6.crc").read_bytes()
+    CASES["offset_noncanonical_name"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [
+        ("write", "offsets/6"),
+        ("write", "offsets/.6.crc"),
+        ("delete", "offsets/0006"),
+        ("delete", "offsets/.0006.crc"),
+    ]
+    assert content(plan, "offsets/6") == data and content(plan, "offsets/.6.crc") == crc
+
+
+def test_noncanonical_name_refused_when_both_names_exist(tmp_path: Path) -> None:
+    ckpt, _ = extract("stateless", tmp_path / "x")
+    shutil.copyfile(ckpt / "offsets" / "6", ckpt / "offsets" / "7")
+    shutil.copyfile(ckpt / "offsets" / "6", ckpt / "offsets" / "0007")
+    (ckpt / "offsets" / "7").unlink()
+    (ckpt / "offsets" / "7").mkdir()  # a directory named 7 is ignored by Spark, but the name is taken
+    plan, unfixed = plan_of(ckpt)
+    assert any(u.startswith("LOG-NONCANONICAL-NAME: offsets/0007 and offsets/7 both exist") for u in unfixed), unfixed
+
+
+# -- apply then undo: every file back to its sha256, locally and on S3 ----------------------
+
+Setup = Callable[[Path], Path]
+
+
+def _sample_commit_ahead(tmp_path: Path) -> Path:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    CASES["commit_beyond_latest_offset"].apply(ckpt)
+    return ckpt
+
+
+ROUND_TRIPS: dict[str, tuple[Callable[[Path], Path], dict[str, Any]]] = {
+    "commit_beyond_latest_offset": (lambda p: damaged(p, "commit_beyond_latest_offset"), {}),
+    "latest_offset_deleted": (lambda p: damaged(p, "latest_offset_deleted"), {}),
+    "offset_latest_empty": (lambda p: damaged(p, "offset_latest_empty"), {}),
+    "commit_latest_empty": (lambda p: damaged(p, "commit_latest_empty"), {}),
+    "offset_latest_metadata_empty": (lambda p: damaged(p, "offset_latest_metadata_empty"), {}),
+    "metadata_missing": (lambda p: damaged(p, "metadata_missing"), {"options": {"query_id": QUERY_ID}}),
+    "metadata_truncated": (lambda p: damaged(p, "metadata_truncated"), {"options": {"query_id": QUERY_ID}}),
+    "edited_crc": (lambda p: damaged(p, "offset_latest_edited_stale_crc"), {}),
+    "edited_crc_accepted": (
+        lambda p: damaged(p, "offset_latest_edited_stale_crc"),
+        {"options": {"accept_edits": True}},
+    ),
+    "noncanonical": (lambda p: damaged(p, "offset_noncanonical_name"), {}),
+    "async_sample_commit_ahead": (_sample_commit_ahead, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIPS))
+def test_apply_then_undo_restores_every_file(tmp_path: Path, name: str) -> None:
+    setup, kw = ROUND_TRIPS[name]
+    ckpt = setup(tmp_path)
+    before = tree(ckpt)
+    plan, unfixed = plan_of(ckpt, **kw)
+    assert unfixed == [] and not plan.empty
+    loc, backup = Location(str(ckpt)), Location(str(tmp_path / "backup"))
+    engine.apply(plan, loc, backup, force=True)  # the copy was made just now: skip the 120 s idle check
+    after = audit(str(ckpt), "4.3")
+    assert not [f for f in after.findings if f.severity == "error"], [f.message for f in after.findings]
+    assert after.verdict.restarts
+    assert tree(ckpt) != before
+    engine.undo(loc, backup, force=True)  # the damage is seconds old: skip the idle check
+    assert tree(ckpt) == before
+
+
+S3_CASES = ["latest_offset_deleted", "offset_latest_empty", "commit_latest_empty", "metadata_missing", "noncanonical"]
+
+
+def _objects(fs: Any, root: str) -> dict[str, str]:
+    out = {}
+    for path in fs.find(root):
+        rel = path[len(root) + 1 :]
+        if not rel.startswith("_ckptfix/"):
+            out[rel] = hashlib.sha256(fs.cat_file(path)).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("name", S3_CASES)
+def test_apply_then_undo_on_s3(tmp_path: Path, s3_bucket: Any, name: str) -> None:
+    setup, kw = ROUND_TRIPS[name]
+    local = setup(tmp_path)
+    url = s3_bucket.upload_tree(local, f"{name}/ckpt")
+    fs, root = s3_bucket.filesystem(), url.removeprefix("s3://")
+    before = _objects(fs, root)
+    assert before == tree(local)  # the upload is the damaged copy, byte for byte
+    opts = s3_bucket.storage_options
+    plan, _report, unfixed = plan_repair(url, "4.3", storage_options=opts, **kw)
+    assert unfixed == [] and not plan.empty
+    local_plan, _ = plan_of(local, **kw)
+    assert ops(plan) == ops(local_plan)
+    loc, backup = Location(url, opts), Location(engine.default_backup_url(url), opts)
+    engine.apply(plan, loc, backup, force=True)  # uploaded seconds ago
+    assert audit(url, "4.3", storage_options=opts).verdict.restarts
+    assert _objects(fs, root) != before
+    engine.undo(loc, backup, force=True)  # the damage is seconds old: skip the idle check
+    assert _objects(fs, root) == before
+
+
+# -- the CLI passes --accept-edits and --query-id through ------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_accept_edits_changes_the_plan(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "offset_latest_edited_stale_crc")
+    default = json.loads(_cli("repair", str(ckpt), "--format", "json").stdout)
+    accepted = json.loads(_cli("repair", str(ckpt), "--accept-edits", "--format", "json").stdout)
+    assert [a["path"] for a in default["plan"]["actions"]] == [p for _, p in DROP_6]
+    assert [a["path"] for a in accepted["plan"]["actions"]] == ["offsets/.6.crc"]
+
+
+def test_cli_repair_apply_restores_metadata(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "metadata_missing")
+    proc = _cli("repair", str(ckpt), "--query-id", QUERY_ID, "--apply", "--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (ckpt / "metadata").read_bytes() == b'{"id":"f405cca0-6611-4197-acb2-ea3f2b8bf4bf"}'
