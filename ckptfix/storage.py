@@ -87,6 +87,12 @@ def _mtime(info: Mapping[str, Any]) -> float | None:
     return None
 
 
+def s3_options(storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The s3fs options ckptfix uses: checkpoint files are small, and with max_concurrency > 1
+    s3fs sends a HEAD before every GET to plan ranged reads, doubling the requests for nothing."""
+    return {"max_concurrency": 1, **storage_options}
+
+
 def _fs_for(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     import fsspec
 
@@ -98,9 +104,7 @@ def _fs_for(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
             raise MissingExtra("s3fs", "s3") from None
         if protocol == "s3a":  # Spark's scheme for the same objects
             url = "s3://" + url.split("://", 1)[1]
-        # checkpoint files are small: with max_concurrency > 1 s3fs sends a HEAD before every GET
-        # to plan ranged reads, doubling the requests of an audit for nothing
-        storage_options = {"max_concurrency": 1, **storage_options}
+        storage_options = s3_options(storage_options)
     fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
     return fs, path.rstrip("/") or "/"
 
