@@ -1,0 +1,100 @@
+"""A crash after every durable write of every kind of plan: the apply process dies like kill -9
+(os._exit) after its 1st, 2nd, ... write; `apply --resume` must then reach exactly the tree an
+uninterrupted apply reaches, and `undo` (on a copy of the crashed state) the original tree."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptfix.repair import engine
+from ckptfix.repair.plan import Plan
+from ckptfix.repair.planning import plan_repair
+from ckptfix.repair.rollback import plan_rollback
+from ckptfix.storage import Location
+from tests.repair.test_fixes_logs import ROUND_TRIPS, extract, tree
+from tests.unit.realckpt import sample_checkpoint
+
+
+def _sample(tmp: Path) -> Path:
+    ckpt = tmp / "ckpt"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    return ckpt
+
+
+def _rollback(tmp: Path) -> Path:
+    return extract("agg_hdfs", tmp / "x")[0]
+
+
+PLANS: dict[str, tuple[Any, Any]] = {
+    **{
+        name: (setup, lambda c, kw=kw: plan_repair(str(c), "4.3", **kw)[0]) for name, (setup, kw) in ROUND_TRIPS.items()
+    },
+    "async_gap": (_sample, lambda c: plan_repair(str(c), "4.3")[0]),
+    "async_gap_truncate": (_sample, lambda c: plan_repair(str(c), "4.3", strategy="truncate")[0]),
+    "rollback_to_3": (_rollback, lambda c: plan_rollback(str(c), 3, force=True).plan),
+}
+# a plan that touches many files: crash points are sampled (every write is covered by the others)
+SAMPLED = {"async_gap_truncate": 7}
+
+
+def _apply_crashing(plan_file: Path, n: int) -> int:
+    env = {**os.environ, engine.CRASH_ENV: str(n)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", "apply", str(plan_file), "--force"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode in (0, 137), proc.stderr
+    return proc.returncode
+
+
+def _rebased(plan: Plan, ckpt: Path) -> Plan:
+    return dataclasses.replace(plan, checkpoint=Location(str(ckpt)).url)
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_crash_after_every_write(tmp_path: Path, name: str) -> None:
+    setup, make_plan = PLANS[name]
+    pristine = setup(tmp_path / "pristine")
+    plan: Plan = make_plan(pristine)
+    assert not plan.empty
+    before = tree(pristine)
+    reference = tmp_path / "reference"
+    shutil.copytree(pristine, reference)
+    engine.apply(_rebased(plan, reference), Location(str(reference)), Location(str(reference / "_ckptfix")), force=True)
+    after = tree(reference)
+    step = SAMPLED.get(name, 1)
+    crashes, n = 0, 1
+    while True:
+        work = tmp_path / f"crash-{n}"
+        shutil.copytree(pristine, work)
+        plan_file = tmp_path / f"plan-{n}.json"
+        plan_file.write_text(_rebased(plan, work).dumps())
+        if _apply_crashing(plan_file, n) == 0:
+            assert tree(work) == after
+            break
+        crashes += 1
+        other = tmp_path / f"undo-{n}"
+        shutil.copytree(work, other)
+        loc = Location(str(work))
+        engine.resume(loc, Location(str(work / "_ckptfix")))
+        assert tree(work) == after, f"{name}: crash after write {n}: resume differs from an uninterrupted apply"
+        # the crashed copy's plan names `work`: undo it where it crashed, from the copy of its backups
+        os.replace(work, tmp_path / f"resumed-{n}")
+        os.replace(other, work)
+        engine.undo(Location(str(work)), Location(str(work / "_ckptfix")), force=True)
+        assert tree(work) == before, f"{name}: crash after write {n}: undo did not restore the original"
+        shutil.rmtree(work)
+        shutil.rmtree(tmp_path / f"resumed-{n}")
+        n += step
+    assert crashes >= 3  # plan, start, backups/steps: every plan has several writes
