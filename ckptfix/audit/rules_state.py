@@ -164,6 +164,14 @@ class StoreCheck:
     def display(self, rel: str) -> str:
         return self.ctx.ckpt.display(rel)
 
+    def unreadable(self, rel: str, exc: FormatError) -> Problem:
+        return Problem(
+            FILE_CORRUPT.id,
+            f"{rel} is unreadable ({exc.expected}, found {exc.found})",
+            (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+            _corrupt_error(exc),
+        )
+
     def rel(self, version: int, kind: str, uid: str | None = None) -> str:
         return f"{self.store.rel}/{layout.state_file_name(version, kind, uid)}"
 
@@ -238,12 +246,7 @@ class StoreCheck:
                 rel = self.rel(v, "delta")
                 exc = self.read_verified(rel, "delta")
                 if exc is not None:
-                    return Problem(
-                        FILE_CORRUPT.id,
-                        f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                        (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                        _corrupt_error(exc),
-                    )
+                    return self.unreadable(rel, exc)
             return None
         return None  # unreachable: the loop always ends at S == 0
 
@@ -301,12 +304,7 @@ class StoreCheck:
             except _ChecksumFailure as cf:
                 return cf.problem(self)
             if exc is not None:
-                return Problem(
-                    FILE_CORRUPT.id,
-                    f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                    (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                    _corrupt_error(exc),
-                )
+                return self.unreadable(rel, exc)
         return None
 
     def fall_back(self, problem: Problem) -> bool:
@@ -347,12 +345,7 @@ class StoreCheck:
             if exc.kind in UNVERIFIABLE:
                 self.skipped.append(f"{rel}: {exc.expected}, found {exc.found}")
                 return None
-            return Problem(
-                FILE_CORRUPT.id,
-                f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                _corrupt_error(exc),
-            )
+            return self.unreadable(rel, exc)
         lineage = [(e.version, e.checkpoint_unique_id) for e in (header.lineage or ())] + [(N, uid)]
         base_index = max((i for i, (v, u) in enumerate(lineage) if self.has(v, "zip", u)), default=None)
         if base_index is None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from ckptfix.audit import audit as run_audit
+from ckptfix.audit.model import Report
 from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
     EndpointOption,
@@ -23,7 +25,7 @@ from ckptfix.cli.common import (
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
 from ckptfix.repair.fixes import STRATEGIES
-from ckptfix.repair.plan import loads
+from ckptfix.repair.plan import Plan, loads
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
 
@@ -34,6 +36,40 @@ IdleOption = typer.Option(120.0, "--idle-seconds", help="A write this recent mea
 
 def _backup(url: str, backup_dir: str | None, opts: dict[str, Any]) -> Location:
     return Location(backup_dir or engine.default_backup_url(url), opts)
+
+
+def carry_out(
+    fmt: Format,
+    plan: Plan,
+    where: str,
+    opts: dict[str, Any],
+    unfixed: list[str],
+    *,
+    plan_out: Path | None,
+    do_apply: bool,
+    backup_dir: str | None,
+    force: bool,
+    idle_seconds: float,
+    audit_after: Callable[[], Report],
+) -> None:
+    """What every planning command does with its plan: save it, apply it if asked (then audit
+    again), and show it."""
+    if plan_out is not None:
+        guarded(fmt, lambda: plan_out.write_text(plan.dumps()))
+    run_id = None
+    verdict = None
+    if do_apply and not plan.empty:
+        ckpt = Location(where, opts)
+        backup = _backup(where, backup_dir, opts)
+        run_id = guarded(fmt, lambda: engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds))
+        verdict = guarded(fmt, audit_after).verdict
+    if fmt is Format.json:
+        print(jsonout.plan(plan, unfixed, run_id, verdict))
+        return
+    console = out()
+    text.plan(plan, unfixed, console, run_id)
+    if verdict is not None:
+        console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
 
 
 def repair(
@@ -72,30 +108,21 @@ def repair(
             options={"query_id": query_id, "accept_edits": accept_edits},
         ),
     )
-    if plan_out is not None:
-        guarded(fmt, lambda: plan_out.write_text(plan.dumps()))
-    run_id = None
-    verdict = None
-    if do_apply and not plan.empty:
-        ckpt = Location(checkpoint, opts)
-        run_id = guarded(
-            fmt,
-            lambda: engine.apply(
-                plan, ckpt, _backup(checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
-            ),
-        )
-        verdict = guarded(
-            fmt,
-            lambda: (
-                run_audit(checkpoint, target_spark, storage_options=opts, sink_path=sink, stateful=stateful).verdict
-            ),
-        )
-    if fmt is Format.json:
-        print(jsonout.plan(plan, unfixed, run_id, verdict))
-    else:
-        text.plan(plan, unfixed, out(), run_id)
-        if verdict is not None:
-            out().print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+    carry_out(
+        fmt,
+        plan,
+        checkpoint,
+        opts,
+        unfixed,
+        plan_out=plan_out,
+        do_apply=do_apply,
+        backup_dir=backup_dir,
+        force=force,
+        idle_seconds=idle_seconds,
+        audit_after=lambda: run_audit(
+            checkpoint, target_spark, storage_options=opts, sink_path=sink, stateful=stateful
+        ),
+    )
     if unfixed:
         raise typer.Exit(1)
 

@@ -8,12 +8,9 @@ import typer
 
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.targets import NEWEST, SUPPORTED
-from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, out, storage_options
-from ckptfix.cli.repair_cmd import BackupOption, ForceOption, IdleOption
-from ckptfix.render import jsonout, text
-from ckptfix.repair import engine
+from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, storage_options
+from ckptfix.cli.repair_cmd import BackupOption, ForceOption, IdleOption, carry_out
 from ckptfix.repair.rollback import plan_rollback
-from ckptfix.storage import Location
 
 
 def rollback(
@@ -60,30 +57,17 @@ def rollback(
             highlight=False,
             soft_wrap=True,
         )
-    if plan_out is not None:
-        guarded(fmt, lambda: plan_out.write_text(plan.dumps()))
-    run_id = None
-    verdict = None
-    if do_apply and not plan.empty:
-        ckpt = Location(where, opts)
-        # a fresh copy is all new files: its liveness was checked on the original before copying
-        run_id = guarded(
-            fmt,
-            lambda: engine.apply(
-                plan,
-                ckpt,
-                Location(backup_dir or engine.default_backup_url(where), opts),
-                force=force or result.copied_from is not None,
-                idle_seconds=idle_seconds,
-            ),
-        )
-        verdict = guarded(fmt, lambda: run_audit(where, target_spark, storage_options=opts, sink_path=sink).verdict)
-    if fmt is Format.json:
-        print(jsonout.plan(plan, [], run_id, verdict))
-    else:
-        console = out()
-        text.plan(plan, [], console, run_id)
-        for note in plan.notes:
-            console.print(f"  note: {note}", highlight=False, soft_wrap=True)
-        if verdict is not None:
-            console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+    # a fresh copy is all new files: its liveness was checked on the original before copying
+    carry_out(
+        fmt,
+        plan,
+        where,
+        opts,
+        [],
+        plan_out=plan_out,
+        do_apply=do_apply,
+        backup_dir=backup_dir,
+        force=force or result.copied_from is not None,
+        idle_seconds=idle_seconds,
+        audit_after=lambda: run_audit(where, target_spark, storage_options=opts, sink_path=sink),
+    )

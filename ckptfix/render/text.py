@@ -116,6 +116,9 @@ def plan(p: Plan, unfixed: list[str], console: Console, applied: str | None = No
             console.print(f"  afterwards: {e}", highlight=False, soft_wrap=True)
     for u in unfixed:
         console.print(f"[yellow]not fixed[/] {u}", highlight=False, soft_wrap=True)
+    for note in p.notes:
+        if note not in unfixed:
+            console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if applied:
         console.print(f"[green]applied[/] as run {applied}; `ckptfix undo` restores it byte for byte", highlight=False)
     elif not p.empty:

@@ -19,7 +19,8 @@ from ckptfix.repair.plan import Plan
 from ckptfix.repair.planning import plan_repair
 from ckptfix.repair.rollback import plan_rollback
 from ckptfix.storage import Location
-from tests.repair.test_fixes_logs import ROUND_TRIPS, extract, tree
+from tests.repair.test_fixes_logs import ROUND_TRIPS, extract
+from tests.support.trees import tree
 from tests.unit.realckpt import sample_checkpoint
 
 

@@ -7,10 +7,8 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
@@ -20,27 +18,11 @@ from ckptfix.repair import engine
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan, PlanError, loads
 from ckptfix.storage import Location
+from tests.support.trees import hadoop_crc, tree
 from tests.unit.realckpt import sample_checkpoint
 
 NEW_OFFSET = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}\n{"hand":"written"}'
 EDITED_29 = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":2,"conf":{}}\n{"also":"by hand"}'
-
-
-def tree(root: Path) -> dict[str, str]:
-    """sha256 of every file below root, hidden files included, ckptfix's own directory excluded."""
-    out = {}
-    for dirpath, dirnames, files in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "_ckptfix"]
-        for f in files:
-            p = Path(dirpath, f)
-            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def hadoop_crc(data: bytes) -> bytes:
-    """Hadoop ChecksumFileSystem sidecar, written here independently of ckptfix."""
-    sums = b"".join(struct.pack(">I", zlib.crc32(data[i : i + 512])) for i in range(0, len(data), 512))
-    return b"crc\x00" + struct.pack(">i", 512) + sums
 
 
 @pytest.fixture

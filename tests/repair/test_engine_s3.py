@@ -16,21 +16,11 @@ from ckptfix.repair import engine
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.storage import ENV_STORAGE_OPTIONS, Location
-from tests.repair.test_engine import EDITED_29, NEW_OFFSET, hadoop_crc
+from tests.repair.test_engine import EDITED_29, NEW_OFFSET
+from tests.support.trees import hadoop_crc, s3_tree
 from tests.unit.realckpt import sample_checkpoint
 
 pytestmark = pytest.mark.s3
-
-
-def s3_tree(bucket: Any, url: str) -> dict[str, str]:
-    fs = bucket.filesystem()
-    root = url.removeprefix("s3://")
-    out = {}
-    for path in fs.find(root):
-        rel = path[len(root) + 1 :]
-        if not rel.startswith("_ckptfix/"):
-            out[rel] = hashlib.sha256(fs.cat_file(path)).hexdigest()
-    return out
 
 
 def plan_for(url: str, options: dict[str, Any]) -> Plan:
@@ -53,13 +43,13 @@ def expected(before: dict[str, str]) -> dict[str, str]:
 def test_apply_and_undo_on_s3(s3_bucket: Any) -> None:
     url = s3_bucket.upload_tree(sample_checkpoint(), "q1")
     opts = s3_bucket.storage_options
-    before = s3_tree(s3_bucket, url)
+    before = s3_tree(s3_bucket.filesystem(), url)
     loc, backup = Location(url, opts), Location(url + "/_ckptfix", opts)
     run = engine.apply(plan_for(url, opts), loc, backup, force=True)
-    assert s3_tree(s3_bucket, url) == expected(before)
+    assert s3_tree(s3_bucket.filesystem(), url) == expected(before)
     assert engine.Runs(backup).info(run).status == "complete"
     engine.undo(loc, backup, run, force=True)  # uploaded seconds ago: looks alive otherwise
-    assert s3_tree(s3_bucket, url) == before
+    assert s3_tree(s3_bucket.filesystem(), url) == before
 
 
 def test_create_only_writes_are_conditional_on_s3(s3_bucket: Any) -> None:
@@ -68,7 +58,7 @@ def test_create_only_writes_are_conditional_on_s3(s3_bucket: Any) -> None:
     with pytest.raises(FileExistsError, match="offsets/31: expected no file, found one"):
         loc.create_exclusive("offsets/31", b"v1\n{}\n-")
     assert (
-        s3_tree(s3_bucket, url)["offsets/31"]
+        s3_tree(s3_bucket.filesystem(), url)["offsets/31"]
         == hashlib.sha256((sample_checkpoint() / "offsets/31").read_bytes()).hexdigest()
     )
 
@@ -77,7 +67,7 @@ def test_create_only_writes_are_conditional_on_s3(s3_bucket: Any) -> None:
 def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int) -> None:
     url = s3_bucket.upload_tree(sample_checkpoint(), f"crash{crash_after}")
     opts = s3_bucket.storage_options
-    before = s3_tree(s3_bucket, url)
+    before = s3_tree(s3_bucket.filesystem(), url)
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(plan_for(url, opts).dumps())
     env = {**os.environ, ENV_STORAGE_OPTIONS: json.dumps(opts), engine.CRASH_ENV: str(crash_after)}
@@ -87,7 +77,7 @@ def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int
     del env[engine.CRASH_ENV]
     proc = subprocess.run([*cmd, "apply", "--resume", url], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert s3_tree(s3_bucket, url) == expected(before)
+    assert s3_tree(s3_bucket.filesystem(), url) == expected(before)
     proc = subprocess.run([*cmd, "undo", url, "--force"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert s3_tree(s3_bucket, url) == before
+    assert s3_tree(s3_bucket.filesystem(), url) == before

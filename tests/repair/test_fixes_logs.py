@@ -11,15 +11,11 @@ the code under test. Then: apply + undo restores every file's sha256, locally an
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import struct
 import subprocess
 import sys
 import tarfile
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,28 +28,12 @@ from ckptfix.repair.plan import Plan
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
 from tests.spark.damage import CASES
+from tests.support.trees import hadoop_crc, s3_tree, tree
 from tests.unit.realckpt import sample_checkpoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "spark-3.5.9"
 QUERY_ID = "f405cca0-6611-4197-acb2-ea3f2b8bf4bf"  # metadata of the 3.5.9 stateless tarball
 COMMIT_WM0 = b'v1\n{"nextBatchWatermarkMs":0}'  # what Spark 3.5.9 wrote as every commit of that query
-
-
-def tree(root: Path) -> dict[str, str]:
-    """sha256 of every file below root (hidden ones included), ckptfix's backup dir excluded."""
-    out = {}
-    for dirpath, dirnames, files in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "_ckptfix"]
-        for f in files:
-            p = Path(dirpath, f)
-            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def hadoop_crc(data: bytes) -> bytes:
-    """A Hadoop .crc sidecar, computed here independently of ckptfix."""
-    sums = b"".join(struct.pack(">I", zlib.crc32(data[i : i + 512])) for i in range(0, len(data), 512))
-    return b"crc\x00" + struct.pack(">i", 512) + sums
 
 
 def extract(scenario: str, dest: Path) -> tuple[Path, Path]:
@@ -421,22 +401,13 @@ def test_apply_then_undo_restores_every_file(tmp_path: Path, name: str) -> None:
 S3_CASES = ["latest_offset_deleted", "offset_latest_empty", "commit_latest_empty", "metadata_missing", "noncanonical"]
 
 
-def _objects(fs: Any, root: str) -> dict[str, str]:
-    out = {}
-    for path in fs.find(root):
-        rel = path[len(root) + 1 :]
-        if not rel.startswith("_ckptfix/"):
-            out[rel] = hashlib.sha256(fs.cat_file(path)).hexdigest()
-    return out
-
-
 @pytest.mark.parametrize("name", S3_CASES)
 def test_apply_then_undo_on_s3(tmp_path: Path, s3_bucket: Any, name: str) -> None:
     setup, kw = ROUND_TRIPS[name]
     local = setup(tmp_path)
     url = s3_bucket.upload_tree(local, f"{name}/ckpt")
     fs, root = s3_bucket.filesystem(), url.removeprefix("s3://")
-    before = _objects(fs, root)
+    before = s3_tree(fs, root)
     assert before == tree(local)  # the upload is the damaged copy, byte for byte
     opts = s3_bucket.storage_options
     plan, _report, unfixed = plan_repair(url, "4.3", storage_options=opts, **kw)
@@ -446,9 +417,9 @@ def test_apply_then_undo_on_s3(tmp_path: Path, s3_bucket: Any, name: str) -> Non
     loc, backup = Location(url, opts), Location(engine.default_backup_url(url), opts)
     engine.apply(plan, loc, backup, force=True)  # uploaded seconds ago
     assert audit(url, "4.3", storage_options=opts).verdict.restarts
-    assert _objects(fs, root) != before
+    assert s3_tree(fs, root) != before
     engine.undo(loc, backup, force=True)  # the damage is seconds old: skip the idle check
-    assert _objects(fs, root) == before
+    assert s3_tree(fs, root) == before
 
 
 # -- the CLI passes --accept-edits and --query-id through ------------------------------------

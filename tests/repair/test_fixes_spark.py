@@ -22,9 +22,7 @@ and a base batch n reads exactly file n.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from ckptfix.storage import Location
 from tests.spark.damage import CASES
 from tests.spark.harness import copy_base, restart
 from tests.spark.queries import ROWS_PER_FILE, SCENARIOS, append_dir
+from tests.support.trees import tree
 
 
 @dataclass(frozen=True)
@@ -101,16 +100,6 @@ LIVE: dict[str, Live] = {
         "async_sparse_uncommitted", "Previous batch", None, "", {"strategy": "truncate"}, exact=False
     ),
 }
-
-
-def tree(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, dirnames, files in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "_ckptfix"]
-        for f in files:
-            p = Path(dirpath, f)
-            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 def _ids(output: Path) -> list[int]:

@@ -24,6 +24,7 @@ from ckptfix.repair.rollback import RollbackRefused, plan_rollback
 from ckptfix.storage import Location
 from tests.spark.harness import copy_base, restart
 from tests.spark.queries import SCENARIOS, input_file
+from tests.support.trees import tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SPARK35 = FIXTURES / "spark-3.5.9"
@@ -35,17 +36,6 @@ def extract(scenario: str, dest: Path) -> Path:
     with tarfile.open(SPARK35 / f"{scenario}.tar.gz") as tar:
         tar.extractall(dest, filter="tar")
     return dest / "ckpt"
-
-
-def tree(root: Path) -> dict[str, str]:
-    """sha256 of every file below root, hidden files included, ckptfix's backups excluded."""
-    out = {}
-    for dirpath, dirnames, files in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "_ckptfix"]
-        for f in files:
-            p = Path(dirpath, f)
-            out[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 def with_crc(paths: list[str]) -> list[str]:
