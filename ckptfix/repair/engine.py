@@ -327,7 +327,8 @@ def latest_run(runs: Runs, statuses: tuple[str, ...], *, in_order: bool = False)
         for info in infos:
             if info.status in group:
                 return info.run_id
-    raise NoRun(f"{runs.loc.url}: expected a run that is {' or '.join(statuses)}, found none")
+    newest = f"; the newest run, {infos[0].run_id}, is {infos[0].status}" if infos else ""
+    raise NoRun(f"{runs.loc.url}: expected a run that is {' or '.join(statuses)}, found none{newest}")
 
 
 def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
@@ -395,15 +396,18 @@ def undo(
             )
         todo.append((a, runs.load_object(a.before) if a.before.exists else None))
     runs.journal(run_id, "undo-start")
-    for a, original in reversed(todo):
-        if original is None:
-            ckpt.delete(a.path)
-        elif a.after.exists:
-            ckpt.write_atomic(a.path, original)
-        else:
-            ckpt.create_exclusive(a.path, original)
-        runs.crash.tick()
-        runs.journal(run_id, "undo-done", path=a.path)
-        say(f"restored {a.path}")
+    todo.reverse()
+    for first in range(0, len(todo), STEP_CHUNK):
+        chunk = todo[first : first + STEP_CHUNK]
+        for a, original in chunk:
+            if original is None:
+                ckpt.delete(a.path)
+            elif a.after.exists:
+                ckpt.write_atomic(a.path, original)
+            else:
+                ckpt.create_exclusive(a.path, original)
+            runs.crash.tick()
+            say(f"restored {a.path}")
+        runs.journal(run_id, "undo-done", paths=[a.path for a, _ in chunk])
     runs.journal(run_id, "undone")
     return run_id

@@ -232,3 +232,28 @@ def test_cli_errors_are_one_line_and_change_nothing(ckpt: Path, tmp_path: Path) 
     r = _cli("apply", "--resume", str(ckpt), "--format", "json")
     assert r.returncode == 2 and json.loads(r.stdout)["error"]["kind"] == "NoRun"
     assert tree(ckpt) == before
+
+
+def test_an_interrupted_undo_is_finished_by_undo(tmp_path: Path) -> None:
+    pristine = tmp_path / "pristine"
+    shutil.copytree(sample_checkpoint(), pristine)
+    before = tree(pristine)
+    for n in range(1, 50):
+        work = tmp_path / f"w{n}"
+        shutil.copytree(pristine, work)
+        engine.apply(small_plan(work), Location(str(work)), Location(str(work / "_ckptfix")), force=True)
+        first = _cli("undo", str(work), crash_after=n)
+        if first.returncode == 0:
+            assert tree(work) == before
+            break
+        assert first.returncode == 137, first.stderr
+        again = _cli("undo", str(work))
+        if "is undone" in again.stderr:  # killed after its last write: it had finished
+            assert again.returncode == 2
+        else:
+            assert again.returncode == 0, f"undo killed after write {n}, then undo: {again.stderr}"
+        assert tree(work) == before
+        shutil.rmtree(work)
+    else:
+        pytest.fail("undo never finished")
+    assert n == 1 + 5 + 1 + 1 + 1  # undo-start, 5 restores, undo-done (one chunk), undone; the 9th run finishes
