@@ -287,6 +287,13 @@ class Checkpoint:
     def query_metadata(self) -> metadata_format.StreamMetadata:
         return self._parse(layout.METADATA, metadata_format.parse)
 
+    def without(self, paths: set[str]) -> Checkpoint:
+        """The checkpoint as it would be with ``paths`` deleted (for auditing a plan before it
+        runs); what was read of the remaining files is shared."""
+        other = Checkpoint(self.location, {p: e for p, e in self.entries.items() if p not in paths})
+        other._bytes = self._bytes
+        return other
+
     def was_read(self, rel: str) -> bool:
         return rel in self._bytes
 

@@ -262,9 +262,8 @@ def _plan_on(
                 for rel in _unreferenced_ssts(ckpt, store, doomed, kept_zips):
                     builder.delete(rel, f"referenced only by zips of versions > {keep_upto}", RULE)
                 deleted_state += doomed
-    remaining = {p: e for p, e in ckpt.entries.items() if p not in {a.path for a in builder.actions}}
-    after = Checkpoint(ckpt.location, remaining)
-    after._bytes = ckpt._bytes  # noqa: SLF001 - kept files are unchanged: share what was read
+    doomed_paths = {a.path for a in builder.actions if a.op == "delete"}
+    after = ckpt.without(doomed_paths)
     report = audit(ckpt.location.url, target, storage_options=storage_options, sink_path=sink_path, checkpoint=after)
     blocking = [f for f in report.findings if f.severity == "error"]
     if not report.verdict.restarts or blocking:
