@@ -8,7 +8,6 @@ same text as the async-tracking failure: ``batch x doesn't exist``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from ckptfix.audit import spark_errors as E
@@ -18,6 +17,7 @@ from ckptfix.audit.registry import check, define
 from ckptfix.checkpoint import LogDir
 from ckptfix.errors import FormatError
 from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
+from ckptfix.formats.offsetlog import file_source_log_offset
 
 SRC_MISSING = define(
     "SRC-LOG-MISSING",
@@ -37,18 +37,6 @@ SRC_UNREADABLE = define(
 )
 
 
-def _log_offset(raw: str | None) -> int | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
-    if isinstance(value, dict) and isinstance(value.get("logOffset"), int):
-        return int(value["logOffset"])
-    return None
-
-
 def _present(log: LogDir, batch: int, interval: int) -> bool:
     if batch not in log.files:
         return False
@@ -64,7 +52,7 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
     prev = ctx.offset_or_error(L - 1)[0] if L > 0 and (L - 1) in ck.offsets.files else None
     for src in cur.offsets:
         log = ck.sources.get(src.source_id)
-        end = _log_offset(src.json)
+        end = file_source_log_offset(src.json)
         if log is None or end is None:
             continue
         interval = derive_compact_interval(sorted(log.compact))
@@ -86,7 +74,7 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
         start = -1
         if prev is not None:
             p = next((o for o in prev.offsets if o.source_id == src.source_id), None)
-            start = _log_offset(p.json if p else None) or -1
+            start = file_source_log_offset(p.json if p else None) or -1
         needed = list(range(start + 1, end + 1))
         missing = [b for b in needed if not _present(log, b, interval)]
         if missing:

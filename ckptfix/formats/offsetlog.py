@@ -13,6 +13,7 @@ v2 (``OffsetMap``, readable from Spark 4.2): metadata is mandatory and each sour
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,3 +121,16 @@ def dump(entry: OffsetFile) -> bytes:
         value = VOID_OFFSET if o.json is None else o.json
         lines.append(value if entry.version == 1 else f"{o.source_id}:{value}")
     return "\n".join(lines).encode("utf-8")
+
+
+def file_source_log_offset(raw: str | None) -> int | None:
+    """The file source's offset ``{"logOffset":N}`` (an entry of ``sources/<k>/``); None for
+    any other source's offset."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    n = value.get("logOffset") if isinstance(value, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None

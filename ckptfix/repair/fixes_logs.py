@@ -12,7 +12,6 @@ what a sink sees again. Two rules hold everywhere:
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import replace
 
@@ -21,6 +20,7 @@ from ckptfix.audit.model import Finding
 from ckptfix.errors import CkptfixError, FormatError, UnsupportedVersion
 from ckptfix.formats import commitlog, hadoopcrc, offsetlog
 from ckptfix.formats import metadata as metadata_format
+from ckptfix.formats.offsetlog import file_source_log_offset
 from ckptfix.repair.fixes import CannotFix, FixContext, fixes
 
 # -- shared facts --------------------------------------------------------------------------
@@ -92,18 +92,6 @@ def _readable_commit(fc: FixContext, batch: int) -> commitlog.CommitFile | None:
         return None
 
 
-def _log_offset(raw: str | None) -> int | None:
-    """The file source's ``{"logOffset":N}``; None for any other source."""
-    if raw is None:
-        return None
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        return None
-    value = obj.get("logOffset") if isinstance(obj, dict) else None
-    return value if isinstance(value, int) else None
-
-
 def _source_files(fc: FixContext, source: str, lo: int, hi: int) -> int | None:
     """Entries with ``lo < batchId <= hi`` in the file source log ``sources/<source>``
     (compaction files hold every earlier entry); None if the log cannot tell."""
@@ -140,11 +128,11 @@ def _replayed(fc: FixContext, start: int | None, end: int | None) -> str | None:
     parts: list[str] = []
     for i, so in enumerate(first.offsets):
         source = so.source_id if first.version == 2 else str(i)
-        lo = _log_offset(so.json)
+        lo = file_source_log_offset(so.json)
         if lo is None:
             return None
         if last is not None:
-            hi = _log_offset(last.offsets[i].json) if i < len(last.offsets) else None
+            hi = file_source_log_offset(last.offsets[i].json) if i < len(last.offsets) else None
         else:
             log = fc.ckpt.sources.get(source)
             hi = log.latest if log is not None else None
