@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,9 +33,9 @@ def ckpt(tmp_path: Path) -> Path:
     return dst
 
 
-def small_plan(root: Path) -> Plan:
+def small_plan(root: Path | str, options: dict[str, Any] | None = None) -> Plan:
     """Create offsets/30, replace offsets/29, delete commits/31 (sidecars follow)."""
-    b = PlanBuilder(Checkpoint.open(str(root)), "4.3")
+    b = PlanBuilder(Checkpoint.open(str(root), options), "4.3")
     b.write("offsets/30", NEW_OFFSET, "test create")
     b.write("offsets/29", EDITED_29, "test replace")
     b.delete("commits/31", "test delete")

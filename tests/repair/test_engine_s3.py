@@ -11,33 +11,13 @@ from typing import Any
 
 import pytest
 
-from ckptfix.checkpoint import Checkpoint
 from ckptfix.repair import engine
-from ckptfix.repair.builder import PlanBuilder
-from ckptfix.repair.plan import Plan
 from ckptfix.storage import ENV_STORAGE_OPTIONS, Location
-from tests.repair.test_engine import EDITED_29, NEW_OFFSET
-from tests.support.trees import hadoop_crc, s3_tree
+from tests.repair.test_engine import expected_after, small_plan
+from tests.support.trees import s3_tree
 from tests.unit.realckpt import sample_checkpoint
 
 pytestmark = pytest.mark.s3
-
-
-def plan_for(url: str, options: dict[str, Any]) -> Plan:
-    b = PlanBuilder(Checkpoint.open(url, options), "4.3")
-    b.write("offsets/30", NEW_OFFSET, "test create")
-    b.write("offsets/29", EDITED_29, "test replace")
-    b.delete("commits/31", "test delete")
-    return b.build("test plan", [], [])
-
-
-def expected(before: dict[str, str]) -> dict[str, str]:
-    want = dict(before)
-    want["offsets/30"] = hashlib.sha256(NEW_OFFSET).hexdigest()
-    want["offsets/29"] = hashlib.sha256(EDITED_29).hexdigest()
-    want["offsets/.29.crc"] = hashlib.sha256(hadoop_crc(EDITED_29)).hexdigest()
-    del want["commits/31"], want["commits/.31.crc"]
-    return want
 
 
 def test_apply_and_undo_on_s3(s3_bucket: Any) -> None:
@@ -45,8 +25,8 @@ def test_apply_and_undo_on_s3(s3_bucket: Any) -> None:
     opts = s3_bucket.storage_options
     before = s3_tree(s3_bucket.filesystem(), url)
     loc, backup = Location(url, opts), Location(url + "/_ckptfix", opts)
-    run = engine.apply(plan_for(url, opts), loc, backup, force=True)
-    assert s3_tree(s3_bucket.filesystem(), url) == expected(before)
+    run = engine.apply(small_plan(url, opts), loc, backup, force=True)
+    assert s3_tree(s3_bucket.filesystem(), url) == expected_after(before)
     assert engine.Runs(backup).info(run).status == "complete"
     engine.undo(loc, backup, run, force=True)  # uploaded seconds ago: looks alive otherwise
     assert s3_tree(s3_bucket.filesystem(), url) == before
@@ -69,7 +49,7 @@ def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int
     opts = s3_bucket.storage_options
     before = s3_tree(s3_bucket.filesystem(), url)
     plan_file = tmp_path / "plan.json"
-    plan_file.write_text(plan_for(url, opts).dumps())
+    plan_file.write_text(small_plan(url, opts).dumps())
     env = {**os.environ, ENV_STORAGE_OPTIONS: json.dumps(opts), engine.CRASH_ENV: str(crash_after)}
     cmd = [sys.executable, "-m", "ckptfix.cli.main"]
     proc = subprocess.run([*cmd, "apply", str(plan_file), "--force"], env=env, capture_output=True, text=True)
@@ -77,7 +57,7 @@ def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int
     del env[engine.CRASH_ENV]
     proc = subprocess.run([*cmd, "apply", "--resume", url], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert s3_tree(s3_bucket.filesystem(), url) == expected(before)
+    assert s3_tree(s3_bucket.filesystem(), url) == expected_after(before)
     proc = subprocess.run([*cmd, "undo", url, "--force"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert s3_tree(s3_bucket.filesystem(), url) == before
