@@ -106,7 +106,7 @@ class StateInventory:
     junk: list[str] = field(default_factory=list)
 
 
-def _index_log(rel: str, entries: Mapping[str, Entry], compactible: bool = False) -> LogDir:
+def index_log(rel: str, entries: Mapping[str, Entry], compactible: bool = False) -> LogDir:
     log = LogDir(rel)
     prefix = rel + "/"
     log.exists = rel in entries and entries[rel].is_dir
@@ -229,13 +229,13 @@ class Checkpoint:
         self.entries = entries
         meta = entries.get(layout.METADATA)
         self.metadata_rel: str | None = layout.METADATA if meta is not None and not meta.is_dir else None
-        self.offsets = _index_log(layout.OFFSETS, entries)
-        self.commits = _index_log(layout.COMMITS, entries)
+        self.offsets = index_log(layout.OFFSETS, entries)
+        self.commits = index_log(layout.COMMITS, entries)
         self.sources: dict[str, LogDir] = {}
         for path, entry in entries.items():
             parts = path.split("/")
             if len(parts) == 2 and parts[0] == layout.SOURCES and entry.is_dir:
-                self.sources[parts[1]] = _index_log(path, entries, compactible=True)
+                self.sources[parts[1]] = index_log(path, entries, compactible=True)
         self.state = _index_state(entries)
         self._bytes: dict[str, bytes] = {}
         self._parsed: dict[tuple[str, str], Any] = {}

@@ -11,7 +11,7 @@ from ckptfix.audit.context import AuditContext, NullObserver, Observer, Sink
 from ckptfix.audit.model import Finding, Report, Skipped, Verdict, severity_rank
 from ckptfix.audit.registry import CHECKS
 from ckptfix.audit.targets import parse_target
-from ckptfix.checkpoint import Checkpoint, _index_log
+from ckptfix.checkpoint import Checkpoint, index_log
 from ckptfix.storage import Location
 
 
@@ -28,7 +28,7 @@ def decide(target: str, findings: list[Finding]) -> Verdict:
 def open_sink(path: str, storage_options: Mapping[str, Any] | None) -> Sink:
     loc = Location(path, storage_options)
     entries = loc.list_tree()
-    return Sink(loc, _index_log(layout.SINK_LOG, entries, compactible=True))
+    return Sink(loc, index_log(layout.SINK_LOG, entries, compactible=True))
 
 
 def audit(

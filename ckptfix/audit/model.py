@@ -102,10 +102,5 @@ class Report:
     facts: dict[str, Any] = field(default_factory=dict)
     stats: Any = None
 
-    def worst(self) -> str | None:
-        if not self.findings:
-            return None
-        return max((f.severity for f in self.findings), key=severity_rank)
-
     def fails(self, fail_on: str) -> bool:
         return any(severity_rank(f.severity) >= severity_rank(fail_on) for f in self.findings)
