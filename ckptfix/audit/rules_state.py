@@ -443,7 +443,8 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ids = _unique_ids(ctx, N) if N else None
     stateful = ctx.stateful if ctx.stateful is not None else bool(inv.operators or ids)
     if not inv.operators:
-        if ctx.stateful is None and not stateful and N > 0:
+        # async progress tracking refuses stateful queries: sparse async logs mean a stateless one
+        if ctx.stateful is None and not stateful and N > 0 and not ck.looks_async():
             yield Skipped(
                 DIR_MISSING.id,
                 "state/ is empty or absent: fine for a stateless query; if the query has stateful operators, "
