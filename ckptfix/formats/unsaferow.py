@@ -24,9 +24,11 @@ Python values are what PySpark shows: int, float, str, bytes, bool, Decimal, dat
 datetime (UTC-aware for ``timestamp``, naive for ``timestamp_ntz``), list, dict, a dict
 for a struct, None for null. Struct dicts are keyed by :attr:`StructType.keys` (field names;
 a repeated name, as in aggregate buffers ``first, valueSet, first, valueSet``, gets
-``#<field index>``). Map keys must be hashable, so a struct key becomes a tuple of
-its field values and an array key a tuple. Strings keep bytes that are not UTF-8 as lone
-surrogates (``surrogateescape``) so they encode back unchanged.
+``#<field index>``). A ``void`` value is None even where the schema says non-nullable.
+Map keys must be hashable, so a struct key becomes a tuple of its field values and an array
+key a tuple (the encoder takes tuples for structs and arrays anywhere). Strings keep bytes
+that are not UTF-8 as lone surrogates (``surrogateescape``) so they encode back unchanged.
+A null map key or a repeated map key is a ``bad-row`` (Spark never writes either).
 
 Spark-compatible leniency: a boolean byte other than 0 reads as True, the unused high bytes
 of a slot are not checked (Spark never reads them), and a null bit set on a non-nullable
@@ -772,7 +774,7 @@ def _encode_struct(t: StructType, values: Any) -> bytes:
     out = _Out(bytearray(bitset + n * WORD_SIZE))
     for i, (f, v) in enumerate(zip(t.fields, items, strict=True)):
         if v is None:
-            if not f.nullable:
+            if not f.nullable and not isinstance(f.data_type, NullType):
                 raise ValueError(f"field {f.name!r} is not nullable")
             out.buf[i // 8] |= 1 << (i % 8)
             if isinstance(f.data_type, DecimalType) and f.data_type.fixed is None:
@@ -792,7 +794,7 @@ def _encode_array(element: DataType, contains_null: bool, values: Any) -> bytes:
     WORD.pack_into(out.buf, 0, n)
     for i, v in enumerate(items):
         if v is None:
-            if not contains_null:
+            if not contains_null and not isinstance(element, NullType):
                 raise ValueError(f"element {i} is None in an array that holds no nulls")
             out.buf[WORD_SIZE + i // 8] |= 1 << (i % 8)
         else:

@@ -31,7 +31,7 @@ def block(token: int, payload: bytes, raw: bytes) -> bytes:
 
 def test_real_files_decode_and_end_with_sparks_end_block() -> None:
     files = real_files()
-    assert len(files) == 22
+    assert len(files) == 23
     for f in files:
         data = f.read_bytes()
         assert data[8] == 0x25  # LZ4 method, level 5
