@@ -45,6 +45,7 @@ import functools
 import json
 import re
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -75,7 +76,7 @@ EPOCH_NAIVE = dt.datetime(1970, 1, 1)
 
 
 @dataclass(frozen=True)
-class DataType:
+class DataType(ABC):
     """Base of the Spark types. ``fixed`` is the width of a fixed-width value (in a row slot
     and as an array element); ``None`` means variable-length (an 8-byte offset/size word)."""
 
@@ -83,8 +84,9 @@ class DataType:
     def fixed(self) -> int | None:
         return None
 
+    @abstractmethod
     def json_value(self) -> Any:
-        raise NotImplementedError
+        """The type as Spark's StructType JSON writes it."""
 
 
 @dataclass(frozen=True)
@@ -433,12 +435,17 @@ def _fixed_int(fmt: struct.Struct) -> Any:
     return decode
 
 
-_decode.register(ByteType, _fixed_int(I8))
-_decode.register(ShortType, _fixed_int(I16))
-_decode.register(IntegerType, _fixed_int(I32))
-_decode.register(LongType, _fixed_int(I64))
-_decode.register(FloatType, _fixed_int(F32))
-_decode.register(DoubleType, _fixed_int(F64))
+#: the fixed-width types stored as one little-endian number (booleans decode apart: any byte != 0)
+_NUMBERS: dict[type[DataType], struct.Struct] = {
+    ByteType: I8,
+    ShortType: I16,
+    IntegerType: I32,
+    LongType: I64,
+    FloatType: F32,
+    DoubleType: F64,
+}
+for _type, _fmt in _NUMBERS.items():
+    _decode.register(_type, _fixed_int(_fmt))
 
 
 @_decode.register
@@ -660,13 +667,9 @@ def _put_fixed(fmt: struct.Struct) -> Any:
     return encode
 
 
-_encode.register(ByteType, _put_fixed(I8))
-_encode.register(ShortType, _put_fixed(I16))
-_encode.register(IntegerType, _put_fixed(I32))
-_encode.register(LongType, _put_fixed(I64))
-_encode.register(FloatType, _put_fixed(F32))
-_encode.register(DoubleType, _put_fixed(F64))
-_encode.register(BooleanType, _put_fixed(BOOL))
+_FIXED_WIDTH: dict[type[DataType], struct.Struct] = {**_NUMBERS, BooleanType: BOOL}
+for _type, _fmt in _FIXED_WIDTH.items():
+    _encode.register(_type, _put_fixed(_fmt))
 
 
 @_encode.register
