@@ -19,7 +19,7 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import RULES, check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
-from ckptfix.errors import FormatError
+from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import codec, filechecksum, opmeta, rocksdbzip, statefile
 
 SHUFFLE = "spark.sql.shuffle.partitions"
@@ -129,7 +129,7 @@ class Problem:
     severity: str | None = None
 
 
-UNVERIFIABLE = ("unsupported-codec", "unknown-codec")
+UNVERIFIABLE = ("unknown-codec", "missing-extra")
 
 
 class CodecError(FormatError):
@@ -148,6 +148,8 @@ def _corrupt_error(exc: FormatError) -> SparkError:
 def _decompress(codec_name: str, data: bytes, path: str) -> bytes:
     try:
         return codec.decompress(codec_name, data, path)
+    except MissingExtra as exc:  # zstd / snappy without the [codecs] extra: cannot check, say so
+        raise CodecError(path, 0, f"the {codec_name} decoder", str(exc), kind="missing-extra") from None
     except FormatError as exc:
         raise CodecError(exc.path, exc.offset, exc.expected, exc.found, kind=exc.kind) from None
 

@@ -25,13 +25,10 @@ def test_streaming_decompress() -> None:
 
 
 @pytest.mark.parametrize("name", ["zstd", "snappy", "lzf", "org.apache.spark.io.ZStdCompressionCodec"])
-def test_known_but_unsupported(name: str) -> None:
+def test_other_codecs_name_the_file_when_cut_short(name: str) -> None:
     with pytest.raises(FormatError) as info:
         codec.decompress(name, b"\x28\xb5\x2f\xfd", "s/1.delta")
-    assert (info.value.kind, info.value.offset, info.value.path) == ("unsupported-codec", 0, "s/1.delta")
-    assert codec.normalize(name) in str(info.value)
-    with pytest.raises(FormatError):
-        codec.compress(name, b"")
+    assert info.value.path == "s/1.delta" and 0 <= info.value.offset <= 4
 
 
 def test_unknown_codec() -> None:
