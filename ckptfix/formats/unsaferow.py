@@ -592,12 +592,135 @@ def _decode_array(element: DataType, ctx: _Ctx, start: int, size: int) -> list[A
     ]
 
 
+class _Slow(Exception):
+    """The fast path met something it does not judge: the careful decoder decides."""
+
+
+_FAST_CODES: dict[type, str] = {
+    BooleanType: "?7x",  # any non-zero byte reads as True, as in Spark
+    ByteType: "b7x",
+    ShortType: "h6x",
+    IntegerType: "i4x",
+    DateType: "i4x",
+    FloatType: "f4x",
+    LongType: "q",
+    TimestampType: "q",
+    TimestampNTZType: "q",
+    DoubleType: "d",
+    NullType: "8x",
+    StringType: "Q",
+    BinaryType: "Q",
+}
+
+
+def _fast_var(fixed: int) -> Any:
+    def bounds(word: int, data: bytes) -> tuple[int, int]:
+        start, size = word >> 32, word & 0xFFFFFFFF
+        if start < fixed or start + size > len(data):
+            raise _Slow
+        return start, size
+
+    return bounds
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(schema: StructType) -> Any:
+    """A decoder for rows of ``schema`` that unpacks every fixed slot with one precompiled
+    ``struct`` call. It handles top-level atomic fields itself, hands nested and large values
+    to the careful decoder field by field, and gives up (``_Slow``) on anything suspicious so
+    that the careful decoder reports it with its exact offset."""
+    n = len(schema.fields)
+    nb = _bitset_bytes(n)
+    fixed = nb + n * WORD_SIZE
+    codes: list[str] = []
+    post: list[tuple[int, Any]] = []
+    bounds = _fast_var(fixed)
+    for i, f in enumerate(schema.fields):
+        t = f.data_type
+        code = _FAST_CODES.get(type(t))
+        if isinstance(t, DecimalType) and t.precision <= MAX_LONG_DIGITS:
+            code = "q"
+            limit, scale = 10**t.precision, t.scale
+
+            def dec(v: int, data: bytes, limit: int = limit, scale: int = scale) -> Any:
+                if abs(v) >= limit:
+                    raise _Slow
+                return decimal.Decimal((int(v < 0), tuple(int(c) for c in str(abs(v))), -scale))
+
+            post.append((i, dec))
+        elif code is None:  # struct, array, map, large decimal, anything else: the careful way
+            code = "8x"
+            post.append((i, ("careful", t, nb + i * WORD_SIZE)))
+        elif isinstance(t, StringType):
+
+            def text(v: int, data: bytes) -> Any:
+                start, size = bounds(v, data)
+                return data[start : start + size].decode("utf-8", "surrogateescape")
+
+            post.append((i, text))
+        elif isinstance(t, BinaryType):
+
+            def binary(v: int, data: bytes) -> Any:
+                start, size = bounds(v, data)
+                return data[start : start + size]
+
+            post.append((i, binary))
+        elif isinstance(t, DateType):
+            post.append((i, lambda v, data: EPOCH_DATE + dt.timedelta(days=v)))
+        elif isinstance(t, TimestampType):
+            post.append((i, lambda v, data: EPOCH_UTC + dt.timedelta(microseconds=v)))
+        elif isinstance(t, TimestampNTZType):
+            post.append((i, lambda v, data: EPOCH_NAIVE + dt.timedelta(microseconds=v)))
+        codes.append(code)
+    slots = struct.Struct("<" + "".join(codes))
+    # fields whose code is "8x" yield no value: map struct results back to field indexes
+    positions = [i for i, c in enumerate(codes) if c != "8x"]
+    keys = schema.keys
+
+    def decode(data: bytes, path: str, offset: int) -> dict[str, Any]:
+        size = len(data)
+        if size < fixed or size % WORD_SIZE:
+            raise _Slow
+        values: list[Any] = [None] * n
+        for i, v in zip(positions, slots.unpack_from(data, nb), strict=True):
+            values[i] = v
+        bits = int.from_bytes(data[:nb], "little")
+        for i, conv in post:
+            if bits >> i & 1:
+                continue
+            if isinstance(conv, tuple):
+                _, t, pos = conv
+                values[i] = _decode(t, _Ctx(data, path, offset), _Region(0, fixed, size, "row"), pos)
+            else:
+                try:
+                    values[i] = conv(values[i], data)
+                except (OverflowError, ValueError):
+                    raise _Slow from None
+        if bits:
+            for i in range(n):
+                if bits >> i & 1:
+                    values[i] = None
+        return dict(zip(keys, values, strict=True))
+
+    return decode
+
+
 def decode_row(data: bytes, schema: StructType, path: str = "<row>", offset: int = 0) -> dict[str, Any]:
     """The field values of the UnsafeRow ``data`` (exactly one row, all of it).
 
     ``offset`` is where ``data`` starts in the file, so errors point at file offsets.
     """
-    ctx = _Ctx(bytes(data), path, offset)
+    data = bytes(data)
+    try:
+        result: dict[str, Any] = _compiled(schema)(data, path, offset)
+        return result
+    except _Slow:
+        return _careful_row(data, schema, path, offset)
+
+
+def _careful_row(data: bytes, schema: StructType, path: str, offset: int) -> dict[str, Any]:
+    """Field by field, every bound checked: the reference the fast path must agree with."""
+    ctx = _Ctx(data, path, offset)
     return _decode_struct(schema, ctx, 0, len(ctx.data))
 
 

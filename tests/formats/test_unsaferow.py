@@ -639,3 +639,30 @@ def test_corruption_never_crashes(case: tuple[StructType, dict[str, Any]], data:
         except FormatError as exc:
             assert 100 <= exc.offset <= 100 + len(candidate)
             assert exc.kind in ("bad-row", "out-of-bounds", "bad-value")
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(schemas_and_rows(), st.data())
+def test_fast_path_agrees_with_the_careful_decoder(
+    case: tuple[StructType, dict[str, Any]], data: st.DataObject
+) -> None:
+    """Whatever the fast path returns, the field-by-field decoder returns too, for intact and
+    damaged rows alike; when it gives up, decode_row is the careful decoder."""
+    from ckptfix.formats.unsaferow import _careful_row, _compiled, _Slow
+
+    s, values = case
+    row = bytearray(encode_row(values, s))
+    if row:
+        i = data.draw(st.integers(0, len(row) - 1))
+        row[i] = data.draw(st.integers(0, 255))
+    for candidate in (bytes(encode_row(values, s)), bytes(row)):
+        try:
+            fast = _compiled(s)(candidate, "p", 0)
+        except _Slow:
+            continue
+        except FormatError as exc:  # a nested value the careful decoder judged
+            with pytest.raises(FormatError) as careful:
+                _careful_row(candidate, s, "p", 0)
+            assert (careful.value.offset, careful.value.kind) == (exc.offset, exc.kind)
+            continue
+        assert _careful_row(candidate, s, "p", 0) == fast
