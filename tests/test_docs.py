@@ -42,6 +42,10 @@ def test_every_rule_is_in_the_readme() -> None:
 def test_every_command_is_in_the_readme() -> None:
     for cmd in app.registered_commands:
         assert f"`ckptfix {cmd.name}" in README, cmd.name
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        for sub in group.typer_instance.registered_commands:
+            assert f"`ckptfix {group.name} {sub.name}" in README, f"{group.name} {sub.name}"
 
 
 def test_changelog_keeps_an_unreleased_section() -> None:

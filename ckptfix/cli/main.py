@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ckptfix import __version__
-from ckptfix.cli import audit_cmd, inspect_cmd, offsets_cmd, repair_cmd, rollback_cmd
+from ckptfix.cli import audit_cmd, inspect_cmd, offsets_cmd, repair_cmd, rollback_cmd, state_cmd
 from ckptfix.render import jsonout
 
 app = typer.Typer(
@@ -26,6 +26,7 @@ app.command("undo")(repair_cmd.undo)
 app.command("history")(repair_cmd.history)
 app.command("rollback")(rollback_cmd.rollback)
 app.add_typer(offsets_cmd.app, name="offsets")
+app.add_typer(state_cmd.app, name="state")
 
 
 @app.callback(invoke_without_command=True)

@@ -1,0 +1,339 @@
+"""state ls / read / changes / rebuild: offline state, without a JVM."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import IO, Any, NoReturn, TypeVar
+
+import typer
+
+from ckptfix.audit.targets import NEWEST, SUPPORTED
+from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, out, storage_options
+from ckptfix.cli.repair_cmd import BackupOption, ForceOption, IdleOption
+from ckptfix.errors import CkptfixError, UsageError
+from ckptfix.render import jsonout
+from ckptfix.storage import parse_storage_options
+
+T = TypeVar("T")
+
+app = typer.Typer(help="Read, export and rebuild state offline (no JVM).", no_args_is_help=True)
+
+
+class DataFormat(str, Enum):
+    jsonl = "jsonl"
+    csv = "csv"
+    parquet = "parquet"
+
+
+OperatorOption = typer.Option(0, "--operator", help="Stateful operator id (state/<id>).")
+PartitionOption = typer.Option(None, "--partition", help="Only this partition.")
+StoreOption = typer.Option(None, "--store", help="Store name (joins: e.g. left-keyToNumValues).")
+StateVarOption = typer.Option(None, "--state-var", help="transformWithState: the state variable to read.")
+KeySchemaOption = typer.Option(None, "--key-schema", help="Key schema in Spark DDL, when none is stored.")
+ValueSchemaOption = typer.Option(None, "--value-schema", help="Value schema in Spark DDL, when none is stored.")
+DataFormatOption = typer.Option(DataFormat.jsonl, "--format", "-f", help="Row format: jsonl, csv or parquet.")
+EngineOption = typer.Option(
+    "local", "--engine", help="local, or spark: one PySpark task per partition (SparkSession from $SPARK_MASTER)."
+)
+OutOption = typer.Option(None, "--out", help="Write rows to this local file (default: stdout; parquet needs it).")
+
+
+def _fail_rows(fmt: DataFormat, message: str, kind: str) -> NoReturn:
+    """Errors of row-producing commands: stdout carries rows only, so the one-line error
+    goes to stderr -- as a JSON document in jsonl mode."""
+    if fmt is DataFormat.jsonl:
+        print(jsonout.error(message, kind), file=sys.stderr)
+    else:
+        err().print(f"ckptfix: error: {message}", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except BrokenPipeError:
+        # the reader went away (``| head``): stop quietly, as other Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(0) from None
+    except CkptfixError as exc:
+        _fail_rows(fmt, str(exc), type(exc).__name__)
+    except OSError as exc:
+        _fail_rows(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
+    except KeyboardInterrupt:
+        _fail_rows(fmt, "interrupted", "Interrupted")
+
+
+def _schemas(key_ddl: str | None, value_ddl: str | None) -> dict[str, Any]:
+    if not key_ddl and not value_ddl:
+        return {}
+    from ckptfix.formats import ddl
+
+    return {
+        "key_schema": ddl.parse_ddl(key_ddl, "--key-schema") if key_ddl else None,
+        "value_schema": ddl.parse_ddl(value_ddl, "--value-schema") if value_ddl else None,
+    }
+
+
+def _reader(engine: str, changes: bool) -> Callable[..., Any]:
+    from ckptfix.state.read import read_changes, read_state
+
+    if engine == "local":
+        return read_changes if changes else read_state
+    if engine != "spark":
+        raise UsageError(f"--engine must be local or spark, got {engine!r}")
+    from ckptfix import spark as spark_support
+    from ckptfix.spark.state_engine import read_state_spark
+
+    def run(url: str, **kwargs: Any) -> Any:
+        return read_state_spark(spark_support.session(), url, changes=changes, **kwargs)
+
+    return run
+
+
+def _write(read: Any, fmt: DataFormat, out_path: str | None) -> int:
+    from ckptfix.state import export
+
+    if fmt is DataFormat.parquet:
+        if out_path is None:
+            raise UsageError("--format parquet needs --out FILE")
+        return _to_file(out_path, "wb", lambda f: export.write_parquet(read.rows, f, read.columns, read.schemas))
+    if out_path is None:
+        stream: IO[str] = sys.stdout
+        n = _rows_to(stream, read, fmt)
+        stream.flush()
+        return n
+    return _to_file(out_path, "w", lambda f: _rows_to(f, read, fmt))
+
+
+def _rows_to(stream: IO[str], read: Any, fmt: DataFormat) -> int:
+    from ckptfix.state import export
+
+    if fmt is DataFormat.csv:
+        return export.write_csv(read.rows, stream, read.columns, read.schemas)
+    return export.write_jsonl(read.rows, stream)
+
+
+def _to_file(path: str, mode: str, fn: Callable[[Any], int]) -> int:
+    """Write to ``<path>.partial`` and rename at the end: a failed read leaves no half file."""
+    partial = f"{path}.partial"
+    try:
+        if "b" in mode:
+            with open(partial, "wb") as fb:
+                n = fn(fb)
+        else:
+            with open(partial, "w", encoding="utf-8", newline="") as ft:
+                n = fn(ft)
+        os.replace(partial, path)
+        return n
+    except BaseException:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
+
+
+def _summary(read: Any, n: int, what: str) -> None:
+    sel = read.selection
+    chains = "; ".join(f"partition {p}: {c}" for p, c in sorted(read.chains.items()))
+    err().print(
+        f"{n} {what} of operator {sel.op.operator} at version {sel.version} (state after batch {sel.batch})"
+        + (f" -- {chains}" if chains else ""),
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("ls")
+def ls(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    verify: bool = typer.Option(False, "--verify", help="Read and check every file of the last version's chain."),
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Operators, stores and partitions, and which versions each can load. Exit 1: the last
+    committed version cannot be loaded somewhere; 2: bad input."""
+    from ckptfix.state.inventory import list_state
+
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    listing = guarded(fmt, lambda: list_state(checkpoint, verify=verify, storage_options=opts))
+    if fmt is Format.json:
+        print(json.dumps({"schema_version": jsonout.SCHEMA_VERSION, **listing.to_json()}, indent=2))
+    else:
+        console = out()
+        say = lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
+        say(f"State of {listing.checkpoint} (last committed batch {listing.last_committed_batch})")
+        if not listing.operators:
+            say("  no state (a stateless query, or state/ is gone)")
+        for op in listing.operators:
+            name = f" {op.name}" if op.name else ""
+            say(
+                f"operator {op.operator}{name}: {op.provider}, {op.num_partitions} partitions, "
+                f"stores {', '.join(op.stores)}"
+            )
+            if op.state_variables:
+                say(f"  column families: {', '.join(op.state_variables)}")
+            for p in op.partitions:
+                store = "" if p.store == "default" else f" {p.store}"
+                state = f"version {p.target}: {p.chain}" if p.problem is None else f"CANNOT LOAD: {p.problem}"
+                say(f"  partition {p.partition}{store}: loadable {p.to_json()['loadable'] or 'none'}; {state}")
+    if not listing.ok:
+        raise typer.Exit(1)
+
+
+@app.command("read")
+def read(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    operator: int = OperatorOption,
+    batch: int | None = typer.Option(
+        None, "--batch", help="Read the state after this batch (default: last committed)."
+    ),
+    version: int | None = typer.Option(None, "--version", help="Read this state version (= batch + 1)."),
+    partition: int | None = PartitionOption,
+    store: str | None = StoreOption,
+    join_side: str | None = typer.Option(None, "--join-side", help="Stream-stream join: left or right."),
+    state_var: str | None = StateVarOption,
+    from_snapshot: int | None = typer.Option(
+        None, "--from-snapshot", help="Start from the snapshot after this batch, ignoring newer ones."
+    ),
+    flatten: bool = typer.Option(True, "--flatten/--no-flatten", help="List/map state: one row per element."),
+    key_schema: str | None = KeySchemaOption,
+    value_schema: str | None = ValueSchemaOption,
+    fmt: DataFormat = DataFormatOption,
+    out_path: str | None = OutOption,
+    engine: str = EngineOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Stream the state rows (key, value, partition_id) of a committed version, decoded as
+    Spark's statestore reader shows them. Exit 2: bad input."""
+    opts = _guard_rows(fmt, lambda: parse_storage_options(storage_option, endpoint_url))
+
+    def run() -> tuple[Any, int]:
+        result = _reader(engine, False)(
+            checkpoint,
+            operator=operator,
+            batch=batch,
+            version=version,
+            partition=partition,
+            store_name=store,
+            join_side=join_side,
+            state_var=state_var,
+            from_snapshot=from_snapshot,
+            flatten=flatten,
+            storage_options=opts,
+            **_schemas(key_schema, value_schema),
+        )
+        return result, _write(result, fmt, out_path)
+
+    result, n = _guard_rows(fmt, run)
+    _summary(result, n, "rows")
+
+
+@app.command("changes")
+def changes(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    from_batch: int = typer.Option(..., "--from", help="First batch id (changeStartBatchId)."),
+    to_batch: int | None = typer.Option(None, "--to", help="Last batch id (default: last committed)."),
+    operator: int = OperatorOption,
+    partition: int | None = PartitionOption,
+    store: str | None = StoreOption,
+    state_var: str | None = StateVarOption,
+    key_schema: str | None = KeySchemaOption,
+    value_schema: str | None = ValueSchemaOption,
+    fmt: DataFormat = DataFormatOption,
+    out_path: str | None = OutOption,
+    engine: str = EngineOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """The change feed (batch_id, change_type, key, value, partition_id) between two batches,
+    as Spark's readChangeFeed. Exit 2: bad input."""
+    opts = _guard_rows(fmt, lambda: parse_storage_options(storage_option, endpoint_url))
+
+    def run() -> tuple[Any, int]:
+        result = _reader(engine, True)(
+            checkpoint,
+            from_batch=from_batch,
+            to_batch=to_batch,
+            operator=operator,
+            partition=partition,
+            store_name=store,
+            state_var=state_var,
+            storage_options=opts,
+            **_schemas(key_schema, value_schema),
+        )
+        return result, _write(result, fmt, out_path)
+
+    result, n = _guard_rows(fmt, run)
+    sel = result.selection
+    err().print(
+        f"{n} changes of operator {sel.op.operator} in batches {from_batch}..{sel.batch}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("rebuild")
+def rebuild(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location."),
+    version: int | None = typer.Option(None, "--version", help="State version to snapshot (default: last committed)."),
+    batch: int | None = typer.Option(None, "--batch", help="Snapshot the state after this batch (= version - 1)."),
+    operator: int | None = typer.Option(None, "--operator", help="Only this operator (default: all)."),
+    partition: int | None = PartitionOption,
+    prune: bool = typer.Option(False, "--prune", help="Then delete what Spark's cleanup would (backed up first)."),
+    retain: int | None = typer.Option(
+        None, "--retain", help="Versions Spark retains (minBatchesToRetain, default 100)."
+    ),
+    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
+    do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
+    plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
+    backup_dir: str | None = BackupOption,
+    force: bool = ForceOption,
+    idle_seconds: float = IdleOption,
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Write a snapshot of a state version from the newest good snapshot before it plus the
+    deltas/changelogs (HDFS: N.snapshot; RocksDB: N.zip + SSTs), skipping a corrupt snapshot.
+    Dry run unless --apply; undo with `ckptfix undo`. Exit 2: refused or bad input."""
+    from ckptfix.audit import audit as run_audit
+    from ckptfix.cli.repair_cmd import carry_out
+    from ckptfix.state.rebuild import plan_rebuild
+
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    result = guarded(
+        fmt,
+        lambda: plan_rebuild(
+            checkpoint,
+            version=version,
+            batch=batch,
+            operator=operator,
+            partition=partition,
+            prune=prune,
+            retain=retain,
+            target_spark=target_spark,
+            storage_options=opts,
+        ),
+    )
+    carry_out(
+        fmt,
+        result.plan,
+        checkpoint,
+        opts,
+        [],
+        plan_out=plan_out,
+        do_apply=do_apply,
+        backup_dir=backup_dir,
+        force=force,
+        idle_seconds=idle_seconds,
+        audit_after=lambda: run_audit(checkpoint, target_spark, storage_options=opts),
+    )

@@ -1,0 +1,186 @@
+"""Which files build version N of one state store, the way Spark's providers load it.
+
+HDFS-backed: the newest ``S.snapshot`` with S <= N (S = 0: the empty state), then every
+``S+1..N.delta``. RocksDB, checkpoint format v1: the newest ``S.zip`` with S <= N, then
+``S+1..N.changelog``. Checkpoint format v2: the commit log names version N's unique id;
+``N_<id>.zip`` if present, else the lineage in ``N_<id>.changelog`` back to a zip (or to
+version 1 and the empty state).
+
+``from_snapshot`` forces the base (Spark's ``snapshotStartBatchId``: base version
+``snapshotStartBatchId + 1``), ignoring newer snapshots -- for reading past a corrupt one.
+``exclude`` drops snapshots already found unreadable, so a caller can fall back to an
+older base the way Spark 4.2+ does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from ckptfix import layout
+from ckptfix.checkpoint import StoreDir
+from ckptfix.errors import FormatError
+from ckptfix.formats import statefile
+
+SNAPSHOT_KIND = {"hdfs": "snapshot", "rocksdb": "zip"}
+STEP_KIND = {"hdfs": "delta", "rocksdb": "changelog"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One file of a chain."""
+
+    rel: str
+    kind: str  # snapshot | delta | zip | changelog
+    version: int
+    unique_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.rel.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Chain:
+    store: StoreDir
+    version: int
+    provider: str  # hdfs | rocksdb
+    base: Step | None  # None: the empty state (version 0)
+    steps: tuple[Step, ...]  # deltas / changelogs after the base, oldest first
+
+    @property
+    def base_version(self) -> int:
+        return self.base.version if self.base else 0
+
+    @property
+    def files(self) -> tuple[Step, ...]:
+        return ((self.base,) if self.base else ()) + self.steps
+
+    def describe(self) -> str:
+        base = self.base.name if self.base else "the empty state"
+        if not self.steps:
+            return base
+        kind = self.steps[0].kind + "s"
+        first, last = self.steps[0].version, self.steps[-1].version
+        return f"{base} + {kind} {first}..{last}" if first != last else f"{base} + {self.steps[0].name}"
+
+
+def missing(store: StoreDir, rel: str, why: str) -> FormatError:
+    return FormatError(rel, 0, f"a file ({why})", "none", kind="missing-file")
+
+
+def _rel(store: StoreDir, version: int, kind: str, uid: str | None = None) -> str:
+    return f"{store.rel}/{layout.state_file_name(version, kind, uid)}"
+
+
+def resolve(
+    store: StoreDir,
+    version: int,
+    provider: str,
+    *,
+    unique_id: str | None = None,
+    from_snapshot: int | None = None,
+    exclude: Collection[int] = (),
+    read_lineage: Callable[[str], statefile.ChangelogHeader] | None = None,
+) -> Chain:
+    """The chain for ``version`` of ``store``; FormatError (kind ``missing-file``) names the
+    first file the load needs that is not there. ``from_snapshot`` is a base *version*."""
+    if version < 0:
+        raise FormatError(store.rel, 0, "a state version >= 0", str(version), kind="bad-version")
+    if provider not in SNAPSHOT_KIND:
+        raise FormatError(store.rel, 0, "an HDFS-backed or RocksDB state store", provider, kind="unknown-provider")
+    if unique_id is not None and from_snapshot is None:
+        return _resolve_v2(store, version, unique_id, exclude, read_lineage)
+    snap_kind, step_kind = SNAPSHOT_KIND[provider], STEP_KIND[provider]
+    if from_snapshot is not None:
+        if from_snapshot > version:
+            raise FormatError(store.rel, 0, f"a snapshot version <= {version}", str(from_snapshot), kind="bad-version")
+        base = None
+        if from_snapshot > 0:
+            uids = [u for u, _ in store.versions(snap_kind).get(from_snapshot, [])]
+            if not uids:
+                rel = _rel(store, from_snapshot, snap_kind)
+                raise missing(store, rel, f"the snapshot of version {from_snapshot} asked for")
+            uid = unique_id if unique_id in uids else uids[0]
+            base = Step(_rel(store, from_snapshot, snap_kind, uid), snap_kind, from_snapshot, uid)
+        start = from_snapshot
+    else:
+        candidates = sorted(
+            (v for v, entries in store.versions(snap_kind).items() if v <= version and v not in exclude and entries),
+            reverse=True,
+        )
+        start = candidates[0] if candidates else 0
+        base = None
+        if start:
+            uid = store.versions(snap_kind)[start][0][0]
+            base = Step(_rel(store, start, snap_kind, uid), snap_kind, start, uid)
+    steps: list[Step] = []
+    step_versions = store.versions(step_kind)
+    for v in range(start + 1, version + 1):
+        entries = step_versions.get(v)
+        if not entries:
+            rel = _rel(store, v, step_kind)
+            base_text = base.name if base else "the empty state"
+            raise missing(store, rel, f"version {version} = {base_text} + {step_kind}s {start + 1}..{version}")
+        uid = entries[0][0]
+        steps.append(Step(_rel(store, v, step_kind, uid), step_kind, v, uid))
+    return Chain(store, version, provider, base, tuple(steps))
+
+
+def _resolve_v2(
+    store: StoreDir,
+    version: int,
+    uid: str,
+    exclude: Collection[int],
+    read_lineage: Callable[[str], statefile.ChangelogHeader] | None,
+) -> Chain:
+    def has(v: int, kind: str, u: str | None) -> bool:
+        return (kind, v, u) in store.files
+
+    if has(version, "zip", uid) and version not in exclude:
+        return Chain(store, version, "rocksdb", Step(_rel(store, version, "zip", uid), "zip", version, uid), ())
+    rel = _rel(store, version, "changelog", uid)
+    if not has(version, "changelog", uid):
+        raise missing(store, rel, f"the commit log names {uid} as version {version}")
+    if read_lineage is None:
+        raise ValueError("checkpoint format v2 needs read_lineage")
+    header = read_lineage(rel)
+    lineage = [(e.version, e.checkpoint_unique_id) for e in (header.lineage or ())] + [(version, uid)]
+    base_index = max(
+        (i for i, (v, u) in enumerate(lineage) if has(v, "zip", u) and v not in exclude),
+        default=None,
+    )
+    if base_index is None:
+        if lineage[0][0] != 1:
+            raise FormatError(
+                rel,
+                0,
+                "a lineage that reaches a snapshot zip or version 1",
+                f"a lineage starting at version {lineage[0][0]} with no zip",
+                kind="missing-file",
+            )
+        base, rest = None, lineage
+    else:
+        bv, bu = lineage[base_index]
+        base, rest = Step(_rel(store, bv, "zip", bu), "zip", bv, bu), lineage[base_index + 1 :]
+    steps = []
+    for v, u in rest:
+        step_rel = _rel(store, v, "changelog", u)
+        if not has(v, "changelog", u):
+            raise missing(store, step_rel, f"named in the lineage of {rel.rsplit('/', 1)[-1]}")
+        steps.append(Step(step_rel, "changelog", v, u))
+    return Chain(store, version, "rocksdb", base, tuple(steps))
+
+
+def loadable_versions(store: StoreDir, provider: str) -> list[int]:
+    """Versions whose chain is complete by the listing alone (checkpoint format v1)."""
+    snap_kind, step_kind = SNAPSHOT_KIND[provider], STEP_KIND[provider]
+    snaps = set(store.versions(snap_kind))
+    steps = set(store.versions(step_kind))
+    top = max(snaps | steps, default=0)
+    out, reachable = [], True  # version 0 (empty) is always reachable
+    for v in range(1, top + 1):
+        reachable = v in snaps or (reachable and v in steps)
+        if reachable:
+            out.append(v)
+    return out

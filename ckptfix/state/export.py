@@ -1,0 +1,195 @@
+"""Write state rows as JSON lines, CSV or Parquet, streaming (rows are never all held).
+
+JSON follows Spark's ``to_json`` conventions where JSON has no type: timestamps as ISO
+8601 with ``Z`` (``timestamp``) or without zone (``timestamp_ntz``), dates ``YYYY-MM-DD``,
+binary as base64, decimals as exact JSON numbers, maps with string keys as objects and any
+other map as a list of ``{"key", "value"}`` objects. CSV flattens the top-level structs into
+``key.<field>`` / ``value.<field>`` columns, nested values as JSON. Parquet keeps the Spark
+types (decimal, timestamp UTC/µs, date, map, list, struct) through pyarrow.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+from ckptfix.errors import MissingExtra
+from ckptfix.formats import unsaferow as u
+
+FORMATS = ("jsonl", "csv", "parquet")
+PARQUET_BATCH_ROWS = 65_536
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready form of a decoded value."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, decimal.Decimal):
+        return _DECIMAL_MARK + str(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+        return value.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) for k in value):
+            return {k: _plain(v) for k, v in value.items()}
+        return [{"key": _plain(k), "value": _plain(v)} for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+# a decimal's digits travel through json.dumps as a marked string and are unquoted after it
+_DECIMAL_MARK = "\x00ckptfix.decimal:"
+_DECIMAL_TEXT = re.compile(r'"\\u0000ckptfix\.decimal:([-+0-9.Ee]*)"')
+
+
+def _dumps(plain: Any) -> str:
+    text = json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    return _DECIMAL_TEXT.sub(r"\1", text) if "\\u0000ckptfix.decimal:" in text else text
+
+
+def to_json_line(row: Mapping[str, Any]) -> str:
+    return _dumps(_plain(row))
+
+
+def write_jsonl(rows: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
+    n = 0
+    for row in rows:
+        out.write(to_json_line(row))
+        out.write("\n")
+        n += 1
+    return n
+
+
+def _csv_cell(value: Any) -> str:
+    plain = _plain(value)
+    if plain is None:
+        return ""
+    if isinstance(plain, (dict, list)):
+        return _dumps(plain)
+    if isinstance(plain, bool):
+        return "true" if plain else "false"
+    if isinstance(plain, str) and plain.startswith(_DECIMAL_MARK):
+        return plain[len(_DECIMAL_MARK) :]
+    return str(plain)
+
+
+def write_csv(
+    rows: Iterable[Mapping[str, Any]], out: IO[str], columns: list[str], schemas: Mapping[str, u.DataType]
+) -> int:
+    header: list[str] = []
+    for col in columns:
+        t = schemas.get(col)
+        if isinstance(t, u.StructType):
+            header += [f"{col}.{k}" for k in t.keys]
+        else:
+            header.append(col)
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    n = 0
+    for row in rows:
+        cells: list[str] = []
+        for col in columns:
+            t = schemas.get(col)
+            value = row.get(col)
+            if isinstance(t, u.StructType):
+                cells += [_csv_cell(None if value is None else value.get(k)) for k in t.keys]
+            else:
+                cells.append(_csv_cell(value))
+        writer.writerow(cells)
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------- parquet
+
+
+def _arrow_type(t: u.DataType) -> Any:
+    import pyarrow as pa
+
+    simple: dict[type, Any] = {
+        u.BooleanType: pa.bool_(),
+        u.ByteType: pa.int8(),
+        u.ShortType: pa.int16(),
+        u.IntegerType: pa.int32(),
+        u.LongType: pa.int64(),
+        u.FloatType: pa.float32(),
+        u.DoubleType: pa.float64(),
+        u.DateType: pa.date32(),
+        u.TimestampType: pa.timestamp("us", tz="UTC"),
+        u.TimestampNTZType: pa.timestamp("us"),
+        u.StringType: pa.string(),
+        u.BinaryType: pa.binary(),
+        u.NullType: pa.null(),
+    }
+    if type(t) in simple:
+        return simple[type(t)]
+    if isinstance(t, u.DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    if isinstance(t, u.ArrayType):
+        return pa.list_(_arrow_type(t.element_type))
+    if isinstance(t, u.MapType):
+        return pa.map_(_arrow_type(t.key_type), _arrow_type(t.value_type))
+    if isinstance(t, u.StructType):
+        return pa.struct([pa.field(k, _arrow_type(f.data_type)) for k, f in zip(t.keys, t.fields, strict=True)])
+    return pa.string()
+
+
+def _arrow_value(t: u.DataType, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(t, u.StructType):
+        return {k: _arrow_value(f.data_type, value.get(k)) for k, f in zip(t.keys, t.fields, strict=True)}
+    if isinstance(t, u.ArrayType):
+        return [_arrow_value(t.element_type, v) for v in value]
+    if isinstance(t, u.MapType):
+        return [(_arrow_key(t.key_type, k), _arrow_value(t.value_type, v)) for k, v in value.items()]
+    return value
+
+
+def _arrow_key(t: u.DataType, key: Any) -> Any:
+    if isinstance(t, u.StructType) and isinstance(key, tuple):
+        return {k: _arrow_value(f.data_type, v) for k, f, v in zip(t.keys, t.fields, key, strict=True)}
+    return _arrow_value(t, key)
+
+
+def write_parquet(
+    rows: Iterable[Mapping[str, Any]], target: str | IO[bytes], columns: list[str], schemas: Mapping[str, u.DataType]
+) -> int:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingExtra("pyarrow", "arrow") from None
+    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
+    n = 0
+    with pq.ParquetWriter(target, schema) as writer:
+        batch: list[dict[str, Any]] = []
+        for row in rows:
+            batch.append({c: _arrow_value(schemas[c], row.get(c)) for c in columns})
+            if len(batch) >= PARQUET_BATCH_ROWS:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                n += len(batch)
+                batch = []
+        if batch or n == 0:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            n += len(batch)
+    return n
+
+
+def text_stream(binary: IO[bytes]) -> IO[str]:
+    return io.TextIOWrapper(binary, encoding="utf-8", newline="")

@@ -1,0 +1,194 @@
+"""``state ls``: operators, stores, partitions, and which versions each store can load.
+
+Loadable versions come from the listing (a snapshot, or an unbroken run of deltas /
+changelogs back to one or to the empty state); with checkpoint format v2 they follow the
+commit log's unique ids. For the last committed version the chain is resolved exactly and,
+with ``verify``, every file of it is read and checked (checksum sidecar, codec, framing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.errors import FormatError
+from ckptfix.formats import rocksdbzip
+from ckptfix.state import chain as chains
+from ckptfix.state import records
+from ckptfix.state.read import select, store_chain
+
+
+@dataclass
+class StoreStatus:
+    partition: int
+    store: str
+    versions: list[int]  # versions with any file
+    loadable: list[int]
+    target: int | None  # the version checked in full (last committed)
+    chain: str | None = None
+    problem: str | None = None  # why ``target`` cannot be loaded
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "store": self.store,
+            "versions": ranges(self.versions),
+            "loadable": ranges(self.loadable),
+            "checked_version": self.target,
+            "chain": self.chain,
+            "ok": self.problem is None,
+            "problem": self.problem,
+        }
+
+
+@dataclass
+class OperatorStatus:
+    operator: int
+    name: str | None
+    provider: str
+    stores: list[str]
+    num_partitions: int
+    state_variables: list[str] = field(default_factory=list)
+    partitions: list[StoreStatus] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "name": self.name,
+            "provider": self.provider,
+            "stores": self.stores,
+            "num_partitions": self.num_partitions,
+            "state_variables": self.state_variables,
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+
+@dataclass
+class StateListing:
+    checkpoint: str
+    last_committed_batch: int | None
+    operators: list[OperatorStatus]
+
+    @property
+    def ok(self) -> bool:
+        return all(p.problem is None for op in self.operators for p in op.partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "last_committed_batch": self.last_committed_batch,
+            "ok": self.ok,
+            "operators": [o.to_json() for o in self.operators],
+        }
+
+
+def ranges(versions: list[int]) -> str:
+    """[1,2,3,5] -> '1-3,5'."""
+    out: list[str] = []
+    for v in sorted(versions):
+        if out and v == _last(out) + 1:
+            head = out[-1].split("-")[0]
+            out[-1] = f"{head}-{v}"
+        else:
+            out.append(str(v))
+    return ",".join(out)
+
+
+def _last(out: list[str]) -> int:
+    return int(out[-1].rsplit("-", 1)[-1])
+
+
+def list_state(
+    url: str | Checkpoint, *, verify: bool = False, storage_options: Mapping[str, Any] | None = None
+) -> StateListing:
+    ckpt = url if isinstance(url, Checkpoint) else Checkpoint.open(url, storage_options)
+    latest = ckpt.commits.latest
+    listing = StateListing(ckpt.location.url, latest, [])
+    for op_id in sorted(ckpt.state.operators):
+        op = ckpt.state.operators[op_id]
+        kwargs: dict[str, Any] = {"operator": op_id}
+        if latest is None:
+            kwargs["version"] = (
+                max(
+                    (v for stores in op.partitions.values() for s in stores.values() for (_, v, _) in s.files),
+                    default=1,
+                )
+                or 1
+            )
+        sel = select(ckpt, store_name="default", **_probe(ckpt, op_id), **kwargs)
+        status = OperatorStatus(
+            op_id,
+            sel.info.name,
+            sel.provider,
+            sel.info.stores,
+            len(op.partitions),
+            sorted(sel.info.column_families),
+        )
+        for part in sorted(op.partitions):
+            for _name, store in sorted(op.partitions[part].items()):
+                status.partitions.append(_store_status(sel, store, verify))
+        listing.operators.append(status)
+    return listing
+
+
+def _probe(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
+    """Options that let :func:`select` accept any operator kind (we list, not read rows)."""
+    from ckptfix.state.schemas import operator_info
+
+    info = operator_info(ckpt, ckpt.state.operators[op_id])
+    if info.is_tws:
+        return {"state_var": next(iter(info.column_families))}
+    return {}
+
+
+def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
+    versions = sorted({v for (_, v, _) in store.files})
+    uid_mode = any(uid for (_, _, uid) in store.files)
+    if uid_mode:
+        loadable = [v for v in versions if _loads(sel, store, v)]
+    else:
+        loadable = chains.loadable_versions(store, sel.provider) if sel.provider in chains.SNAPSHOT_KIND else []
+    status = StoreStatus(store.partition, store.store, versions, loadable, sel.version)
+    try:
+        chain = store_chain(sel, store)
+        status.chain = chain.describe()
+        if verify:
+            for problem in _verify(sel, chain):
+                status.problem = problem
+                break
+    except FormatError as exc:
+        status.problem = str(exc)
+    return status
+
+
+def _loads(sel: Any, store: Any, version: int) -> bool:
+    try:
+        store_chain(sel, store, version)
+        return True
+    except FormatError:
+        return False
+
+
+def _verify(sel: Any, chain: chains.Chain) -> Iterator[str]:
+    ckpt = sel.ckpt
+    for step in chain.files:
+        try:
+            if step.kind == "zip":
+                data = records.read_file(ckpt, step, chain.store.checksums)
+                meta = rocksdbzip.parse(data, ckpt.display(step.rel)).metadata
+                for sst in meta.sst_files:
+                    entry = chain.store.ssts.get(sst.dfs_sst_file_name)
+                    rel = f"{chain.store.rel}/SSTs/{sst.dfs_sst_file_name}"
+                    if entry is None:
+                        yield f"{ckpt.display(rel)}: missing; {step.name} lists it"
+                    elif entry.size != sst.size_bytes:
+                        yield f"{ckpt.display(rel)}: {entry.size} bytes; {step.name} lists {sst.size_bytes}"
+            else:
+                records.file_records(ckpt, step, sel.codec, chain.store.checksums)
+        except FormatError as exc:
+            yield str(exc)
+
+
+__all__ = ["StateListing", "list_state", "ranges"]

@@ -1,0 +1,525 @@
+"""Public entry points: the state of a committed version, and the change feed between batches.
+
+Semantics follow Spark's ``statestore`` data source: ``batch`` b reads state version b+1
+(the state after batch b); the default is the last committed batch; ``from_snapshot``
+(a batch id, like ``snapshotStartBatchId``) loads the snapshot of version
+``from_snapshot + 1`` and replays the deltas/changelogs after it, ignoring newer
+snapshots. Codec, provider and row-checksum mode come from the offset log entry of the
+batch read, as Spark's reader takes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix.checkpoint import Checkpoint, OperatorDir, StoreDir
+from ckptfix.errors import FormatError, UsageError
+from ckptfix.formats import codec
+from ckptfix.formats.statefile import Op
+from ckptfix.formats.unsaferow import (
+    ArrayType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+)
+from ckptfix.state import chain as chains
+from ckptfix.state import records
+from ckptfix.state.decode import Decoder, column_family_of, plain_rows
+from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, store_schema
+
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CODEC = "spark.sql.streaming.stateStore.compression.codec"
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+CHANGE_TYPE = {Op.PUT: "update", Op.DELETE: "delete", Op.MERGE: "append"}
+JOIN_SIDES = ("left", "right")
+
+
+@dataclass
+class Selection:
+    """What to read: resolved against the checkpoint by :func:`select`."""
+
+    ckpt: Checkpoint
+    op: OperatorDir
+    info: OperatorInfo
+    batch: int
+    version: int
+    provider: str
+    codec: str
+    row_checksum: bool
+    partitions: list[int]
+    store_name: str
+    join_side: str | None = None
+    state_var: str | None = None
+    from_snapshot: int | None = None
+    key_schema: StructType | None = None
+    value_schema: StructType | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def delimiter(self) -> bytes | None:
+        """RocksDB's merge (list append) delimiter, by the frozen mergeOperatorVersion;
+        None when there is no offset log to tell."""
+        from ckptfix.state import rocks
+
+        if not self.conf:
+            return None
+        try:
+            return rocks.merge_delimiter(self.conf)
+        except ValueError as exc:
+            raise FormatError(
+                self.ckpt.display(f"offsets/{self.batch}"), 0, "mergeOperatorVersion 1 or 2", str(exc), kind="bad-conf"
+            ) from None
+
+
+@dataclass
+class StateRead:
+    selection: Selection
+    columns: list[str]
+    rows: Iterator[dict[str, Any]]
+    #: partition -> how its version was built ("3.snapshot + deltas 4..6"), filled as read
+    chains: dict[int, str] = field(default_factory=dict)
+    #: the base zip's metadata fields (RocksDB), of the partition read last
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: column -> Spark type (for typed outputs such as Parquet)
+    schemas: dict[str, DataType] = field(default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        return self.selection.version
+
+    @property
+    def batch(self) -> int:
+        return self.selection.batch
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self.rows
+
+
+def _open(path: str | Checkpoint, storage_options: Mapping[str, Any] | None) -> Checkpoint:
+    return path if isinstance(path, Checkpoint) else Checkpoint.open(path, storage_options)
+
+
+def _conf_for(ckpt: Checkpoint, batch: int) -> dict[str, str]:
+    if batch in ckpt.offsets.files:
+        entry = ckpt.try_offset(batch)
+        if entry is not None and entry.metadata is not None:
+            return dict(entry.metadata.conf)
+    return ckpt.recorded_conf()
+
+
+def _provider(conf: Mapping[str, str], op: OperatorDir) -> str:
+    cls = conf.get(PROVIDER, "")
+    if cls:
+        return "rocksdb" if "rocksdb" in cls.lower() else "hdfs"
+    kinds = {s.provider for stores in op.partitions.values() for s in stores.values()}
+    return "rocksdb" if "rocksdb" in kinds else "hdfs"
+
+
+def select(
+    path: str | Checkpoint,
+    *,
+    operator: int = 0,
+    batch: int | None = None,
+    version: int | None = None,
+    partition: int | None = None,
+    store_name: str | None = None,
+    join_side: str | None = None,
+    state_var: str | None = None,
+    from_snapshot: int | None = None,
+    key_schema: StructType | None = None,
+    value_schema: StructType | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Selection:
+    ckpt = _open(path, storage_options)
+    if batch is not None and version is not None:
+        raise UsageError("give --batch or --version, not both (version N is the state after batch N-1)")
+    if version is not None:
+        if version < 1:
+            raise UsageError(f"--version must be >= 1 (version 0 is the empty state), got {version}")
+        batch = version - 1
+    if batch is None:
+        batch = ckpt.commits.latest
+        if batch is None:
+            raise FormatError(
+                ckpt.display("commits"), 0, "a committed batch to read the state of", "none", kind="no-commits"
+            )
+    if batch < 0:
+        raise UsageError(f"--batch must be >= 0, got {batch}")
+    latest = ckpt.commits.latest
+    if latest is not None and batch > latest:
+        raise UsageError(
+            f"batch {batch} is not committed (last committed batch: {latest}); "
+            "the state files of an uncommitted batch may be partial"
+        )
+    if from_snapshot is not None and from_snapshot > batch:
+        raise UsageError(f"--from-snapshot {from_snapshot} is after the batch read ({batch})")
+    op = ckpt.state.operators.get(operator)
+    if op is None:
+        found = ", ".join(str(o) for o in sorted(ckpt.state.operators)) or "none"
+        raise FormatError(
+            ckpt.display(f"state/{operator}"),
+            0,
+            f"state of operator {operator}",
+            f"operators {found}",
+            kind="missing-file",
+        )
+    info = operator_info(ckpt, op, batch)
+    if join_side is not None:
+        if join_side not in JOIN_SIDES:
+            raise UsageError(f"--join-side must be left or right, got {join_side!r}")
+        if not info.is_join:
+            raise UsageError(
+                f"operator {operator} is not a stream-stream join ({info.name or 'stores ' + ', '.join(info.stores)})"
+            )
+        if store_name is not None:
+            raise UsageError("--join-side and --store are exclusive (as in Spark's reader)")
+    if state_var is not None and not info.is_tws:
+        raise UsageError(f"--state-var needs a transformWithState operator; operator {operator} has no column families")
+    if info.is_tws and state_var is None:
+        names = ", ".join(n for n in info.column_families if not n.startswith("$")) or "none"
+        raise UsageError(f"operator {operator} is a transformWithState operator: choose --state-var ({names})")
+    if state_var is not None and state_var not in info.column_families:
+        raise UsageError(
+            f"no state variable {state_var!r} in operator {operator} (has {', '.join(info.column_families)})"
+        )
+    name = store_name or "default"
+    if store_name is None and info.is_join and join_side is None:
+        raise UsageError(
+            f"operator {operator} is a stream-stream join: choose --join-side left|right "
+            f"or --store ({', '.join(info.stores)})"
+        )
+    parts = sorted(op.partitions)
+    if partition is not None:
+        if partition not in op.partitions:
+            raise FormatError(
+                ckpt.display(f"{op.rel}/{partition}"),
+                0,
+                f"partition {partition}",
+                f"partitions {parts[0] if parts else '-'}..{parts[-1] if parts else '-'}",
+                kind="missing-file",
+            )
+        parts = [partition]
+    conf = _conf_for(ckpt, batch)
+    return Selection(
+        ckpt,
+        op,
+        info,
+        batch,
+        batch + 1,
+        _provider(conf, op),
+        codec.normalize(conf.get(CODEC, "lz4")),
+        conf.get(ROW_CHECKSUM, "false").lower() == "true",
+        parts,
+        name,
+        join_side,
+        state_var,
+        from_snapshot,
+        key_schema,
+        value_schema,
+        conf,
+    )
+
+
+def _unique_id(sel: Selection, store_index: int, partition: int, version: int) -> str | None:
+    b = version - 1
+    if b < 0 or b not in sel.ckpt.commits.files:
+        return None
+    try:
+        entry = sel.ckpt.commit(b)
+    except FormatError:
+        return None
+    ids = (entry.state_unique_ids or {}).get(str(sel.op.operator))
+    if not ids or partition >= len(ids) or store_index >= len(ids[partition]):
+        return None
+    return ids[partition][store_index]
+
+
+def store_chain(
+    sel: Selection, store: StoreDir, version: int | None = None, exclude: tuple[int, ...] = ()
+) -> chains.Chain:
+    version = sel.version if version is None else version
+    index = sel.info.stores.index(store.store) if store.store in sel.info.stores else 0
+    uid = _unique_id(sel, index, store.partition, version) if sel.provider == "rocksdb" else None
+    base = None if sel.from_snapshot is None else sel.from_snapshot + 1
+    return chains.resolve(
+        store,
+        version,
+        sel.provider,
+        unique_id=uid,
+        from_snapshot=base,
+        exclude=exclude,
+        read_lineage=lambda rel: records.changelog_header(sel.ckpt, rel, sel.codec),
+    )
+
+
+def _store(sel: Selection, partition: int, name: str) -> StoreDir:
+    store = sel.op.partitions[partition].get(name)
+    if store is None:
+        rel = f"{sel.op.rel}/{partition}" + ("" if name == "default" else f"/{name}")
+        raise FormatError(sel.ckpt.display(rel), 0, f"the state store {name!r}", "no directory", kind="missing-file")
+    return store
+
+
+def _pairs(sel: Selection, stack: ExitStack, store: StoreDir, read: StateRead) -> Iterator[records.Pair]:
+    chain = store_chain(sel, store)
+    read.chains[store.partition] = chain.describe()
+    if sel.provider == "hdfs":
+        return records.hdfs_pairs(sel.ckpt, chain, sel.codec, sel.row_checksum)
+    delimiter = sel.delimiter
+    pairs, meta = stack.enter_context(
+        records.rocksdb_pairs(sel.ckpt, chain, sel.codec, b"," if delimiter is None else delimiter)
+    )
+    read.meta = meta
+    return pairs
+
+
+def _schema(sel: Selection, name: str) -> StoreSchema:
+    return store_schema(sel.ckpt, sel.op, sel.info, name, sel.key_schema, sel.value_schema)
+
+
+def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -> StateRead:
+    """The rows of one operator's state at one committed version (see :func:`select`)."""
+    sel = select(path, **kwargs)
+    read = StateRead(sel, ["key", "value", "partition_id"], iter(()))
+    if sel.state_var is not None:
+        read.columns, read.schemas = _tws_columns(sel, flatten)
+    elif sel.join_side is not None:
+        side = sel.join_side
+        read.schemas = {
+            "key": _schema(sel, f"{side}-keyToNumValues").key,
+            "value": _schema(sel, f"{side}-keyWithIndexToValue").value,
+        }
+    else:
+        sch = _schema(sel, sel.store_name)
+        read.schemas = {"key": sch.key, "value": sch.value}
+    read.schemas["partition_id"] = IntegerType()
+    read.rows = _rows(sel, read, flatten)
+    return read
+
+
+def _rows(sel: Selection, read: StateRead, flatten: bool) -> Iterator[dict[str, Any]]:
+    for part in sel.partitions:
+        with ExitStack() as stack:
+            if sel.join_side is not None:
+                yield from _join_rows(sel, stack, part, read)
+            elif sel.state_var is not None:
+                yield from _tws_rows(sel, stack, part, read, flatten)
+            else:
+                sch = _schema(sel, sel.store_name)
+                store = _store(sel, part, sel.store_name)
+                dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel))
+                yield from plain_rows(_pairs(sel, stack, store, read), dec, part)
+
+
+# ---------------------------------------------------------------- stream-stream join
+
+
+def _join_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead) -> Iterator[dict[str, Any]]:
+    """A join side as Spark's reader shows it: each key of ``<side>-keyToNumValues`` with its
+    values at indexes 0..n-1 in ``<side>-keyWithIndexToValue``."""
+    side = sel.join_side
+    counts_name, values_name = f"{side}-keyToNumValues", f"{side}-keyWithIndexToValue"
+    counts_sch, values_sch = _schema(sel, counts_name), _schema(sel, values_name)
+    counts_store, values_store = _store(sel, part, counts_name), _store(sel, part, values_name)
+    cdec = Decoder(counts_sch, sel.provider, sel.ckpt.display(counts_store.rel))
+    vdec = Decoder(values_sch, sel.provider, sel.ckpt.display(values_store.rel))
+    index_key = values_sch.key.keys[-1]
+    by_key: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+    for k, v, path, k_at, v_at in _pairs(sel, stack, values_store, read):
+        key = vdec.key(k, path, k_at)
+        index = key.pop(index_key)
+        by_key.setdefault(_freeze(key), {})[index] = vdec.value(v, path, v_at)
+    for k, v, path, k_at, v_at in _pairs(sel, stack, counts_store, read):
+        key = cdec.key(k, path, k_at)
+        count = next(iter(cdec.value(v, path, v_at).values()))
+        values = by_key.get(_freeze(key), {})
+        for i in range(count or 0):
+            value = values.get(i)
+            if value is not None:
+                yield {"key": key, "value": value, "partition_id": part}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+# ---------------------------------------------------------------- transformWithState
+
+
+def _tws_columns(sel: Selection, flatten: bool) -> tuple[list[str], dict[str, DataType]]:
+    var = sel.info.state_variables.get(sel.state_var or "")
+    kind = var.kind if var else "ValueState"
+    sch = sel.info.column_families[sel.state_var or ""]
+    if kind == "ListState":
+        if flatten:
+            return ["key", "value", "partition_id"], {"key": sch.key, "value": sch.value}
+        return ["key", "list_value", "partition_id"], {"key": sch.key, "list_value": ArrayType(sch.value)}
+    if kind == "MapState":
+        grouping = sch.key.fields[0].data_type
+        user = sch.user_key or sch.key.fields[1].data_type
+        if flatten:
+            return (
+                ["key", "user_map_key", "user_map_value", "partition_id"],
+                {"key": grouping, "user_map_key": user, "user_map_value": sch.value},
+            )
+        return ["key", "map_value", "partition_id"], {"key": grouping, "map_value": MapType(user, sch.value)}
+    return ["key", "value", "partition_id"], {"key": sch.key, "value": sch.value}
+
+
+def _tws_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead, flatten: bool) -> Iterator[dict[str, Any]]:
+    name = sel.state_var or ""
+    sch = sel.info.column_families[name]
+    store = _store(sel, part, "default")
+    pairs = _pairs(sel, stack, store, read)
+    mapping = read.meta.get("columnFamilyMapping") or _cf_mapping(sel, store)
+    if name not in mapping:
+        return  # the column family was never written in this version
+    cf_id = mapping[name]
+    dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel), column_family=True, delimiter=sel.delimiter)
+    var = sel.info.state_variables.get(name)
+    kind = var.kind if var else "ValueState"
+    grouped: dict[Any, dict[str, Any]] = {}
+    for k, v, path, k_at, v_at in pairs:
+        if column_family_of(k) != cf_id:
+            continue
+        key = dec.key(k, path, k_at)
+        if kind == "ListState":
+            elements = dec.values(v, path, v_at)
+            if flatten:
+                for e in elements:
+                    yield {"key": key, "value": e, "partition_id": part}
+            else:
+                yield {"key": key, "list_value": elements, "partition_id": part}
+        elif kind == "MapState":
+            value = dec.value(v, path, v_at)
+            if flatten:
+                yield {"key": key["key"], "user_map_key": key["userKey"], "user_map_value": value, "partition_id": part}
+            else:
+                entry = grouped.setdefault(
+                    _freeze(key["key"]), {"key": key["key"], "map_value": {}, "partition_id": part}
+                )
+                entry["map_value"][_freeze(key["userKey"])] = value
+        else:
+            yield {"key": key, "value": dec.value(v, path, v_at), "partition_id": part}
+    yield from grouped.values()
+
+
+# ---------------------------------------------------------------- change feed
+
+
+def read_changes(
+    path: str | Checkpoint,
+    *,
+    from_batch: int,
+    to_batch: int | None = None,
+    operator: int = 0,
+    partition: int | None = None,
+    store_name: str | None = None,
+    state_var: str | None = None,
+    key_schema: StructType | None = None,
+    value_schema: StructType | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> StateRead:
+    """Puts and deletes per batch, as ``readChangeFeed`` with changeStartBatchId /
+    changeEndBatchId: the deltas/changelogs of versions from_batch+1 .. to_batch+1."""
+    sel = select(
+        path,
+        operator=operator,
+        batch=to_batch,
+        partition=partition,
+        store_name=store_name,
+        state_var=state_var,
+        key_schema=key_schema,
+        value_schema=value_schema,
+        storage_options=storage_options,
+    )
+    if from_batch < 0 or from_batch > sel.batch:
+        raise UsageError(f"--from must be between 0 and the end batch {sel.batch}, got {from_batch}")
+    columns = ["batch_id", "change_type", "key", "value", "partition_id"]
+    read = StateRead(sel, columns, iter(()))
+    sch = sel.info.column_families[sel.state_var] if sel.state_var is not None else _schema(sel, sel.store_name)
+    read.schemas = {
+        "batch_id": LongType(),
+        "change_type": StringType(),
+        "key": sch.key,
+        "value": sch.value,
+        "partition_id": IntegerType(),
+    }
+    read.rows = _changes(sel, from_batch, read)
+    return read
+
+
+def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[str, Any]]:
+    step_kind = chains.STEP_KIND[sel.provider]
+    for part in sel.partitions:
+        store = _store(sel, part, sel.store_name)
+        cf_id: int | None = None
+        if sel.state_var is not None:
+            sch = sel.info.column_families[sel.state_var]
+            cf_id = _cf_mapping(sel, store).get(sel.state_var)
+            if cf_id is None:
+                continue
+        else:
+            sch = _schema(sel, sel.store_name)
+        dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel), column_family=cf_id is not None)
+        for version in range(from_batch + 1, sel.batch + 2):
+            index = sel.info.stores.index(store.store) if store.store in sel.info.stores else 0
+            uid = _unique_id(sel, index, part, version) if sel.provider == "rocksdb" else None
+            entries = store.versions(step_kind).get(version, [])
+            uids = [u for u, _ in entries]
+            if uid is None and uids:
+                uid = uids[0]
+            if uid not in uids:
+                rel = f"{store.rel}/{version}{'_' + uid if uid else ''}.{step_kind}"
+                raise chains.missing(store, rel, f"the change feed of batch {version - 1}")
+            step = chains.Step(
+                f"{store.rel}/{chains.layout.state_file_name(version, step_kind, uid)}", step_kind, version, uid
+            )
+            path = records.inner(sel.ckpt, step.rel, sel.codec)
+            for rec in records.change_records(sel.ckpt, step, sel.codec, store.checksums):
+                if cf_id is not None and column_family_of(rec.key) != cf_id:
+                    continue
+                key_bytes = rec.key
+                if sel.row_checksum and sel.provider == "hdfs":
+                    key_bytes = key_bytes[records.ROW_CHECKSUM_BYTES :] if rec.value is None else key_bytes
+                value = None
+                if rec.value is not None:
+                    raw = rec.value[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.value
+                    if sel.provider == "hdfs":
+                        raw = records.trim_value(raw)
+                    value = dec.value(raw, path, rec.offset + 8 + len(rec.key))
+                yield {
+                    "batch_id": version - 1,
+                    "change_type": CHANGE_TYPE[rec.op],
+                    "key": dec.key(key_bytes, path, rec.offset + 4),
+                    "value": value,
+                    "partition_id": part,
+                }
+
+
+def _cf_mapping(sel: Selection, store: StoreDir) -> dict[str, int]:
+    """The column family ids of the newest zip at or before the read version, else of the
+    oldest after it (ids are assigned once, when a family is created, and a new family
+    forces a snapshot, so a later zip maps every family an earlier version used)."""
+    from ckptfix.formats import rocksdbzip
+
+    zips = sorted(store.versions("zip").items())
+    ordered = [z for z in reversed(zips) if z[0] <= sel.version] + [z for z in zips if z[0] > sel.version]
+    for _v, entries in ordered:
+        for _uid, rel in entries:
+            try:
+                meta = rocksdbzip.parse(sel.ckpt.location.read(rel), sel.ckpt.display(rel)).metadata
+            except FormatError:
+                continue
+            return dict(meta.column_family_mapping or {})
+    return {}

@@ -1,0 +1,186 @@
+"""Key and value schemas of a state store, and how its keys are laid out.
+
+Sources, in order: ``--key-schema`` / ``--value-schema`` (Spark DDL) when given; the
+store's ``_metadata/schema`` (v1/v2, written in partition 0 only); for transformWithState
+the v3 schema files under ``state/<op>/_stateSchema/<store>/`` (one entry per column
+family, the newest file written at or before the batch being read). Operator metadata
+(4.x) says how many leading key columns form a scan prefix (session windows); a 3.5
+checkpoint has none, so a key ending in ``sessionStartTime`` is read as a session window's
+key (grouping columns + session start), which is how Spark builds it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ckptfix import layout
+from ckptfix.checkpoint import Checkpoint, OperatorDir
+from ckptfix.errors import FormatError
+from ckptfix.formats import opmeta, schema
+from ckptfix.formats.unsaferow import StructType, parse_schema
+
+SESSION_START = "sessionStartTime"
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How a RocksDB key is laid out (Spark's ``KeyStateEncoderSpec``)."""
+
+    kind: str = "none"  # none | prefix | range
+    num_prefix: int = 0  # prefix: the first n key columns
+    ordinals: tuple[int, ...] = ()  # range: the ordering columns
+
+    @classmethod
+    def from_spec(cls, spec: dict, path: str) -> Encoding:
+        kind = spec.get("keyStateEncoderType")
+        if kind == "NoPrefixKeyStateEncoderSpec":
+            return cls()
+        if kind == "PrefixKeyScanStateEncoderSpec":
+            return cls("prefix", int(spec.get("numColsPrefixKey", 0)))
+        if kind == "RangeKeyScanStateEncoderSpec":
+            return cls("range", ordinals=tuple(int(i) for i in spec.get("orderingOrdinals", [])))
+        raise FormatError(path, 0, "a known key state encoder spec", json.dumps(spec)[:120], kind="unsupported-encoder")
+
+
+@dataclass(frozen=True)
+class StoreSchema:
+    name: str  # store name, or column family name for transformWithState
+    key: StructType
+    value: StructType
+    encoding: Encoding = field(default_factory=Encoding)
+    multi_value: bool = False  # ListState: several values per key
+    user_key: StructType | None = None  # MapState: the user key part of the composite key
+    source: str = ""  # where the schema came from (for messages)
+
+
+@dataclass(frozen=True)
+class StateVariable:
+    name: str
+    kind: str  # ValueState | ListState | MapState | TimerState
+    ttl: bool = False
+
+
+@dataclass
+class OperatorInfo:
+    operator: int
+    name: str | None = None  # operator metadata's operatorName (4.x)
+    stores: list[str] = field(default_factory=list)
+    num_partitions: int | None = None
+    num_prefix: dict[str, int] = field(default_factory=dict)  # store -> numColsPrefixKey
+    column_families: dict[str, StoreSchema] = field(default_factory=dict)  # transformWithState
+    state_variables: dict[str, StateVariable] = field(default_factory=dict)
+    schema_file: str | None = None  # the v3 file column_families came from
+
+    @property
+    def is_join(self) -> bool:
+        return self.name == "symmetricHashJoin" or any(s.endswith("-keyToNumValues") for s in self.stores)
+
+    @property
+    def is_tws(self) -> bool:
+        return bool(self.column_families)
+
+
+def operator_info(ckpt: Checkpoint, op: OperatorDir, batch: int | None = None) -> OperatorInfo:
+    info = OperatorInfo(op.operator, stores=op.store_names or ["default"])
+    meta_rel = op.metadata_v1
+    if op.metadata_v2:
+        eligible = [b for b in op.metadata_v2 if batch is None or b <= batch] or list(op.metadata_v2)
+        meta_rel = op.metadata_v2[max(eligible)]
+    if meta_rel is not None:
+        meta = opmeta.parse(ckpt.read(meta_rel), ckpt.display(meta_rel))
+        info.name = meta.operator_name
+        if meta.stores:
+            info.stores = [s.store_name for s in meta.stores]
+            info.num_partitions = max(s.num_partitions for s in meta.stores)
+            info.num_prefix = {s.store_name: s.num_cols_prefix_key for s in meta.stores}
+        props = meta.raw.get("operatorPropertiesJson")
+        if isinstance(props, str):
+            try:
+                parsed = json.loads(props)
+            except json.JSONDecodeError:
+                parsed = {}
+            for var in parsed.get("stateVariables", []) if isinstance(parsed, dict) else []:
+                name = str(var.get("stateName"))
+                info.state_variables[name] = StateVariable(
+                    name, str(var.get("stateVariableType")), bool(var.get("ttlEnabled"))
+                )
+    if op.state_schema:
+        _load_v3(ckpt, op, batch, info)
+    return info
+
+
+def _v3_batch(rel: str) -> int | None:
+    name = rel.rsplit("/", 1)[-1]
+    return layout.parse_batch_name(name.split("_", 1)[0])
+
+
+def _load_v3(ckpt: Checkpoint, op: OperatorDir, batch: int | None, info: OperatorInfo) -> None:
+    files = [(b, rel) for rel in op.state_schema if (b := _v3_batch(rel)) is not None]
+    eligible = [f for f in files if batch is None or f[0] <= batch] or files
+    if not eligible:
+        return
+    _, rel = max(eligible)
+    path = ckpt.display(rel)
+    parsed = schema.parse(ckpt.read(rel), path)
+    if not isinstance(parsed, schema.SchemaV3):
+        return
+    info.schema_file = rel
+    names = {cf.name for cf in parsed.column_families}
+    for cf in parsed.column_families:
+        if cf.name not in info.state_variables and not cf.name.startswith("$"):
+            # no operator metadata v2: ListState keeps a "$rowCounter_<name>" family (4.3),
+            # MapState has a user key schema
+            kind = (
+                "ListState"
+                if f"$rowCounter_{cf.name}" in names
+                else ("MapState" if cf.user_key_encoder_schema else "ValueState")
+            )
+            info.state_variables[cf.name] = StateVariable(cf.name, kind)
+        var = info.state_variables.get(cf.name)
+        info.column_families[cf.name] = StoreSchema(
+            cf.name,
+            parse_schema(cf.key_schema, path),
+            parse_schema(cf.value_schema, path),
+            Encoding.from_spec(cf.key_state_encoder_spec, path),
+            multi_value=var is not None and var.kind == "ListState",
+            user_key=parse_schema(cf.user_key_encoder_schema, path) if cf.user_key_encoder_schema else None,
+            source=path,
+        )
+
+
+def store_schema(
+    ckpt: Checkpoint,
+    op: OperatorDir,
+    info: OperatorInfo,
+    store_name: str,
+    key_ddl: StructType | None = None,
+    value_ddl: StructType | None = None,
+) -> StoreSchema:
+    """The schema of one (non-transformWithState) store."""
+    rel = None
+    for part in sorted(op.partitions):
+        store = op.partitions[part].get(store_name)
+        if store is not None and store.schema is not None:
+            rel = store.schema
+            break
+    key, value, source = key_ddl, value_ddl, "--key-schema/--value-schema"
+    if rel is not None and (key is None or value is None):
+        path = ckpt.display(rel)
+        parsed = schema.parse(ckpt.read(rel), path)
+        if isinstance(parsed, schema.SchemaV3):
+            raise FormatError(path, 0, "a v1/v2 store schema", "a v3 (transformWithState) schema", kind="bad-schema")
+        key = key or parse_schema(parsed.key_schema, path)
+        value = value or parse_schema(parsed.value_schema, path)
+        source = path
+    if key is None or value is None:
+        missing = "--key-schema" if key is None else "--value-schema"
+        where = f"{op.rel}/0/{'' if store_name == 'default' else store_name + '/'}_metadata/schema"
+        raise FormatError(
+            ckpt.display(where), 0, f"a stored schema file (or {missing} in Spark DDL)", "none", kind="missing-schema"
+        )
+    num_prefix = info.num_prefix.get(store_name, 0)
+    if not num_prefix and key.names and key.names[-1] == SESSION_START and len(key.names) > 1:
+        num_prefix = len(key.names) - 1  # a 3.5 session window (no operator metadata)
+    encoding = Encoding("prefix", num_prefix) if num_prefix else Encoding()
+    return StoreSchema(store_name, key, value, encoding, source=source)

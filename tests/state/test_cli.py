@@ -1,0 +1,136 @@
+"""state ls / read / changes from the command line: every output format, and bad input as
+one line naming the file and the byte offset, exit 2, never a row from a damaged file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ckptfix.cli.main import app
+from ckptfix.formats import codec, statefile
+from ckptfix.formats.statefile import Record
+from tests.state.test_read_fixtures import FIXTURES
+
+HDFS = str(FIXTURES / "hdfs")
+runner = CliRunner()
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_ls_text_and_json() -> None:
+    text = run("state", "ls", HDFS, "--verify")
+    assert text.exit_code == 0, text.output
+    assert "partition 0: loadable 1-4; version 4: 4.snapshot" in text.stdout
+    doc = json.loads(run("state", "ls", HDFS, "-f", "json").stdout)
+    part = doc["operators"][0]["partitions"][0]
+    assert (part["loadable"], part["ok"]) == ("1-4", True)
+
+
+def test_read_jsonl_csv_parquet(tmp_path: Path) -> None:
+    jsonl = run("state", "read", HDFS, "--version", "3")
+    assert jsonl.exit_code == 0
+    rows = [json.loads(line) for line in jsonl.stdout.splitlines()]
+    assert sorted((r["key"]["k"], r["value"]["count"]) for r in rows) == [("k1", 2), ("k2", 1), ("k7", 5)]
+    assert "version 3 (state after batch 2)" in jsonl.stderr
+    csv = run("state", "read", HDFS, "--batch", "2", "-f", "csv")
+    assert csv.stdout.splitlines()[0] == "key.k,value.count,partition_id"
+    assert sorted(csv.stdout.splitlines()[1:]) == ["k1,2,0", "k2,1,0", "k7,5,0"]
+    out = tmp_path / "s.parquet"
+    pq = run("state", "read", HDFS, "--version", "3", "-f", "parquet", "--out", str(out))
+    assert pq.exit_code == 0, pq.output
+    import pyarrow.parquet as parquet
+
+    table = parquet.read_table(out).to_pylist()
+    assert sorted((r["key"]["k"], r["value"]["count"]) for r in table) == [("k1", 2), ("k2", 1), ("k7", 5)]
+
+
+def test_changes() -> None:
+    res = run("state", "changes", HDFS, "--from", "3", "--to", "3")
+    assert [json.loads(x)["key"]["k"] for x in res.stdout.splitlines()] == ["k3", "k7"]
+
+
+def test_ddl_schemas_for_a_store_without_schema_file() -> None:
+    res = run(
+        "state",
+        "read",
+        str(FIXTURES / "rocksdb"),
+        "--version",
+        "2",
+        "--key-schema",
+        "k STRING",
+        "--value-schema",
+        "count BIGINT",
+    )
+    assert res.exit_code == 0, res.output
+    assert len(res.stdout.splitlines()) == 3
+    missing = run("state", "read", str(FIXTURES / "rocksdb"), "--version", "2")
+    assert missing.exit_code == 2 and "_metadata/schema" in missing.stderr and "--key-schema" in missing.stderr
+
+
+def damaged(tmp_path: Path, name: str, content: bytes) -> str:
+    ckpt = tmp_path / "c"
+    shutil.copytree(FIXTURES / "hdfs", ckpt)
+    (ckpt / "state/0/0" / name).write_bytes(content)
+    return str(ckpt)
+
+
+def one_line_error(res, *needles: str) -> dict:  # type: ignore[no-untyped-def]
+    assert res.exit_code == 2, res.output
+    assert res.stdout == "", "no row may come out of a damaged file (files are checked before any row)"
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    doc = json.loads(lines[0])
+    for needle in needles:
+        assert needle in doc["error"]["message"]
+    return doc
+
+
+def test_bad_lz4_checksum(tmp_path: Path) -> None:
+    data = bytearray((FIXTURES / "hdfs/state/0/0/3.delta").read_bytes())
+    data[30] ^= 0xFF
+    ckpt = damaged(tmp_path, "3.delta", bytes(data))
+    one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "at byte 17")
+
+
+def test_truncated_record(tmp_path: Path) -> None:
+    raw = codec.decompress("lz4", (FIXTURES / "hdfs/state/0/0/3.delta").read_bytes())
+    ckpt = damaged(tmp_path, "3.delta", codec.compress("lz4", raw[:-9]))
+    one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "expected")
+
+
+def test_unsafe_row_offset_out_of_bounds(tmp_path: Path) -> None:
+    # a key row whose string slot points past the row (offset 64, size 8 in a 24-byte row)
+    key = bytes(8) + struct.pack("<q", (64 << 32) | 8) + b"k9\x00\x00\x00\x00\x00\x00"
+    value = bytes(8) + struct.pack("<q", 1)
+    ckpt = damaged(tmp_path, "3.delta", codec.compress("lz4", statefile.dump_delta([Record(key, value)])))
+    # the delta's record starts at byte 0: its key at 4, the string slot at 4 + 8
+    doc = one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "at byte 12")
+    assert doc["error"]["kind"] == "FormatError"
+    # rows are decoded as they stream: --out writes all or nothing
+    out = tmp_path / "rows.jsonl"
+    res = run("state", "read", ckpt, "--version", "2", "--out", str(out))  # version 2 does not need 3.delta
+    assert res.exit_code == 0 and len(out.read_text().splitlines()) == 3
+    res = run("state", "read", ckpt, "--version", "3", "--out", str(out))
+    assert res.exit_code == 2 and out.read_text().count("\n") == 3  # the old file, untouched
+
+
+def test_wrong_path_and_bad_options(tmp_path: Path) -> None:
+    res = run("state", "read", str(tmp_path / "nope"))
+    assert res.exit_code == 2 and "nope" in res.stderr
+    both = run("state", "read", HDFS, "--batch", "1", "--version", "2")
+    assert both.exit_code == 2 and "not both" in both.stderr
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_errors_in_other_formats_are_plain_lines(tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / "x"
+    res = run("state", "read", str(tmp_path / "nope"), "-f", fmt, "--out", str(out))
+    assert res.exit_code == 2 and res.stderr.startswith("ckptfix: error: ")
+    assert not out.exists() and not Path(f"{out}.partial").exists()
