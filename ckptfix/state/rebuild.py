@@ -1,0 +1,289 @@
+"""``state rebuild``: write a snapshot of version N built from the newest good snapshot before
+it plus the deltas/changelogs, through the repair engine (plan, apply, undo).
+
+HDFS-backed stores get ``N.snapshot`` (records in any order, the query's codec). RocksDB
+stores get ``N.zip`` plus fresh SSTs under ``SSTs/`` (a new database holding exactly the key
+and value bytes of version N, with the column-family mapping of the base snapshot and exact
+key counts); checkpoint format v2 names the zip ``N_<id>.zip`` with the unique id the commit
+log gives version N. A corrupt snapshot at N is replaced (it is backed up first); a corrupt
+older one is skipped the way Spark 4.2+ skips it, so 3.5 checkpoints can be repaired.
+
+``prune`` then deletes what Spark's own cleanup would delete once the new snapshot exists:
+every file older than the base of the oldest version Spark retains
+(``minBatchesToRetain``, default 100), so a query whose maintenance fell behind does not
+keep replaying a pile of changelogs -- and nothing Spark still expects goes away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix import layout
+from ckptfix.checkpoint import Checkpoint, StoreDir
+from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile
+from ckptfix.formats.statefile import Record
+from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.plan import Plan
+from ckptfix.state import chain as chains
+from ckptfix.state import records
+from ckptfix.state.read import Selection, select, store_chain
+
+RULE = "STATE-REBUILD"
+RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
+DEFAULT_RETAIN = 100
+ROCKS_COMPRESSION = "spark.sql.streaming.stateStore.rocksdb.compression"
+
+
+class RebuildRefused(CkptfixError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot rebuild: {reason}")
+
+
+@dataclass
+class StoreRebuild:
+    store: str  # rel path of the store directory
+    chain: str  # what the new snapshot was built from
+    keys: int
+    written: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # unreadable snapshots passed over
+
+
+@dataclass
+class RebuildResult:
+    plan: Plan
+    version: int
+    stores: list[StoreRebuild]
+
+
+def _chain_past_corruption(sel: Selection, store: StoreDir, skipped: list[str]) -> tuple[chains.Chain, list[Any]]:
+    """The chain for the version and its checked content, skipping unreadable snapshots."""
+    exclude: list[int] = []
+    while True:
+        chain = store_chain(sel, store, exclude=tuple(exclude))
+        try:
+            return chain, _content(sel, chain)
+        except FormatError as exc:
+            base = chain.base
+            # a delta/changelog failing is fatal; the base (or an SST it lists) failing is not
+            in_step = any(f"/{step.name}" in exc.path for step in chain.steps)
+            if base is None or in_step or sel.from_snapshot is not None:
+                raise
+            skipped.append(f"{base.rel}: {exc.expected}, found {exc.found}")
+            exclude.append(base.version)
+
+
+def _content(sel: Selection, chain: chains.Chain) -> list[Any]:
+    if chain.provider == "hdfs":
+        return list(_hdfs_raw(sel, chain))
+    return _rocks_raw(sel, chain)
+
+
+def _hdfs_raw(sel: Selection, chain: chains.Chain) -> list[tuple[bytes, bytes]]:
+    """(key, value) records of the version exactly as a snapshot stores them (row checksums
+    and all), in any order."""
+    ck, sidecars = sel.ckpt, chain.store.checksums
+    state: dict[bytes, bytes] = {}
+    if chain.base is not None:
+        for rec in records.file_records(ck, chain.base, sel.codec, sidecars):
+            assert rec.value is not None
+            state[rec.key] = rec.value
+    for step in chain.steps:
+        for rec in records.file_records(ck, step, sel.codec, sidecars):
+            if rec.value is None:
+                key = rec.key[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.key
+                state.pop(key, None)
+            else:
+                state[rec.key] = rec.value
+    return list(state.items())
+
+
+def _rocks_raw(sel: Selection, chain: chains.Chain) -> list[Any]:
+    delimiter = sel.delimiter
+    with records.rocksdb_pairs(sel.ckpt, chain, sel.codec, b"," if delimiter is None else delimiter) as (pairs, meta):
+        return [(k, v) for k, v, *_ in pairs] + [meta]
+
+
+def plan_rebuild(
+    url: str | Checkpoint,
+    *,
+    version: int | None = None,
+    batch: int | None = None,
+    operator: int | None = None,
+    partition: int | None = None,
+    prune: bool = False,
+    retain: int | None = None,
+    target_spark: str = "4.3",
+    storage_options: Mapping[str, Any] | None = None,
+) -> RebuildResult:
+    ckpt = url if isinstance(url, Checkpoint) else Checkpoint.open(url, storage_options)
+    if not ckpt.state.operators:
+        raise RebuildRefused(f"{ckpt.display('state')} holds no state store")
+    builder = PlanBuilder(ckpt, target_spark)
+    stores: list[StoreRebuild] = []
+    ops = [operator] if operator is not None else sorted(ckpt.state.operators)
+    sel = None
+    for op_id in ops:
+        sel = select(
+            ckpt,
+            operator=op_id,
+            version=version,
+            batch=batch,
+            partition=partition,
+            store_name="default",
+            **_any_kind(ckpt, op_id),
+        )
+        for part in sel.partitions:
+            for name in sorted(sel.op.partitions[part]):
+                store = sel.op.partitions[part][name]
+                stores.append(_rebuild_store(sel, store, builder, prune, retain))
+    assert sel is not None
+    n = sel.version
+    fix = f"{RULE}: write a snapshot of state version {n} (after batch {n - 1}) for {len(stores)} store(s)"
+    effects = [
+        f"Spark loads version {n} from the new snapshot instead of replaying deltas/changelogs",
+        "no batch is re-run and no output changes: the state content is the same",
+    ]
+    if prune:
+        effects.append("older files Spark's own cleanup would delete are deleted (backed up first)")
+    notes = [f"{s.store}: from {s.chain}, {s.keys} keys" for s in stores]
+    notes += [f"skipped unreadable {bad}" for s in stores for bad in s.skipped]
+    return RebuildResult(builder.build(fix, [RULE], effects, notes), n, stores)
+
+
+def _any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
+    from ckptfix.state.schemas import operator_info
+
+    info = operator_info(ckpt, ckpt.state.operators[op_id])
+    return {"state_var": next(iter(info.column_families))} if info.is_tws else {}
+
+
+def _rebuild_store(
+    sel: Selection, store: StoreDir, builder: PlanBuilder, prune: bool, retain: int | None
+) -> StoreRebuild:
+    skipped: list[str] = []
+    chain, content = _chain_past_corruption(sel, store, skipped)
+    n = sel.version
+    if chain.base is not None and chain.base.version == n:
+        # version N already loads from a good snapshot: nothing to write
+        if prune:
+            _prune(sel, store, builder, retain)
+        keys = len(content) - (0 if chain.provider == "hdfs" else 1)
+        return StoreRebuild(store.rel, chain.describe() + " (already a snapshot, kept)", keys, [], skipped)
+    reason = f"snapshot of version {n} = {chain.describe()}"
+    if chain.provider == "hdfs":
+        rel = f"{store.rel}/{layout.state_file_name(n, 'snapshot')}"
+        raw = statefile.dump_snapshot([Record(k, v) for k, v in content])
+        builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), reason, RULE)
+        result = StoreRebuild(store.rel, chain.describe(), len(content), [rel], skipped)
+    else:
+        result = _rocks_snapshot(sel, store, chain, content, builder, reason, skipped)
+    if prune:
+        _prune(sel, store, builder, retain)
+    return result
+
+
+def _rocks_snapshot(
+    sel: Selection,
+    store: StoreDir,
+    chain: chains.Chain,
+    content: list[Any],
+    builder: PlanBuilder,
+    reason: str,
+    skipped: list[str],
+) -> StoreRebuild:
+    from ckptfix.state import rocks
+
+    meta: dict[str, Any] = content.pop()
+    n = sel.version
+    uid = None
+    if any(u for (_, _, u) in store.files):  # checkpoint format v2
+        uid = chain.steps[-1].unique_id if chain.steps else (chain.base.unique_id if chain.base else None)
+    mapping = meta.get("columnFamilyMapping") or {}
+    types = meta.get("columnFamilyTypeMap") or {}
+    cf_fields: dict[str, Any] | None = None
+    num_keys = len(content)
+    if mapping:
+        internal_ids = {i for name, i in mapping.items() if types.get(name)}
+        internal = sum(
+            1 for k, _ in content if len(k) >= 2 and int.from_bytes(k[:2], "little", signed=True) in internal_ids
+        )
+        num_keys = len(content) - internal
+        cf_fields = {
+            "numInternalKeys": internal,
+            "columnFamilyMapping": mapping,
+            "columnFamilyTypeMap": types,
+            "maxColumnFamilyId": meta.get("maxColumnFamilyId") or max(mapping.values()),
+        }
+    elif _spark4(sel):
+        cf_fields = dict(rocks.NO_COLUMN_FAMILIES_4X)
+    compression = sel.conf.get(ROCKS_COMPRESSION, "lz4" if _spark4(sel) else "snappy").lower()
+    built = rocks.build_snapshot(
+        iter(content), compression=compression, column_family_fields=cf_fields, num_keys=num_keys
+    )
+    written = []
+    for dfs, data in sorted(built.ssts.items()):
+        rel = f"{store.rel}/SSTs/{dfs}"
+        builder.write(rel, data, f"SST of the new {n}.zip", RULE)
+        written.append(rel)
+    zip_rel = f"{store.rel}/{layout.state_file_name(n, 'zip', uid)}"
+    builder.write(zip_rel, built.zip_bytes, reason, RULE)
+    written.append(zip_rel)
+    if uid is not None and f"{zip_rel.rsplit('/', 1)[-1]}.crc" not in store.checksums and store.checksums:
+        # the store has 4.x checksum sidecars: give the new zip one too
+        side = f"{zip_rel}.crc"
+        builder.write(side, filechecksum.dump(filechecksum.make(built.zip_bytes)), f"checksum of {zip_rel}", RULE)
+        written.append(side)
+    return StoreRebuild(store.rel, chain.describe(), len(content), written, skipped)
+
+
+def _spark4(sel: Selection) -> bool:
+    """Whether a 4.x Spark wrote the checkpoint (4.x-only confs in the offset log)."""
+    return any(
+        k in sel.conf
+        for k in (
+            "spark.sql.streaming.stateStore.encodingFormat",
+            "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion",
+        )
+    )
+
+
+def _prune(sel: Selection, store: StoreDir, builder: PlanBuilder, retain: int | None) -> None:
+    """Delete what Spark's cleanup would delete with the new snapshot in place: files of
+    versions below the base of the oldest retained version."""
+    keep = retain if retain is not None else int(sel.conf.get(RETAIN_CONF, DEFAULT_RETAIN))
+    latest = max((v for (_, v, _) in store.files), default=sel.version)
+    oldest_kept = max(latest - keep + 1, 1)
+    snap_kind = chains.SNAPSHOT_KIND[sel.provider]
+    snaps = {v for v in store.versions(snap_kind)} | {sel.version}
+    bases = [v for v in snaps if v <= oldest_kept]
+    if not bases:
+        return
+    floor = max(bases)
+    for (_kind, v, _uid), rel in sorted(store.files.items(), key=lambda kv: kv[0][1]):
+        if v < floor:
+            builder.delete(
+                rel, f"older than version {floor}, the base of the oldest retained version {oldest_kept}", RULE
+            )
+    if sel.provider == "rocksdb":
+        _prune_ssts(sel, store, builder, floor)
+
+
+def _prune_ssts(sel: Selection, store: StoreDir, builder: PlanBuilder, floor: int) -> None:
+    """SSTs no kept zip lists (and no zip the plan writes)."""
+    listed: set[str] = set()
+    for (kind, v, _uid), rel in store.files.items():
+        if kind == "zip" and v >= floor:
+            data = builder.current(rel)
+            for action in builder.actions:
+                if action.path == rel and action.content is not None:
+                    data = action.content
+            if data is None:
+                continue
+            listed |= {s.dfs_sst_file_name for s in rocksdbzip.parse(data, sel.ckpt.display(rel)).metadata.sst_files}
+    new = {a.path.rsplit("/", 1)[-1] for a in builder.actions if a.op == "write" and "/SSTs/" in a.path}
+    for name in sorted(store.ssts):
+        if name not in listed and name not in new:
+            builder.delete(f"{store.rel}/SSTs/{name}", "listed by no retained zip", RULE)
