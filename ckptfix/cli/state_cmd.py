@@ -199,6 +199,7 @@ def read(
     store: str | None = StoreOption,
     join_side: str | None = typer.Option(None, "--join-side", help="Stream-stream join: left or right."),
     state_var: str | None = StateVarOption,
+    timers: bool = typer.Option(False, "--timers", help="transformWithState: the registered timers."),
     from_snapshot: int | None = typer.Option(
         None, "--from-snapshot", help="Start from the snapshot after this batch, ignoring newer ones."
     ),
@@ -225,6 +226,7 @@ def read(
             store_name=store,
             join_side=join_side,
             state_var=state_var,
+            timers=timers,
             from_snapshot=from_snapshot,
             flatten=flatten,
             storage_options=opts,

@@ -38,6 +38,8 @@ CODEC = "spark.sql.streaming.stateStore.compression.codec"
 ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
 CHANGE_TYPE = {Op.PUT: "update", Op.DELETE: "delete", Op.MERGE: "append"}
 JOIN_SIDES = ("left", "right")
+#: transformWithState's timer column families (key: grouping key + expiryTimestampMs)
+TIMER_FAMILIES = ("$procTimers_keyToTimestamp", "$eventTimers_keyToTimestamp")
 
 
 @dataclass
@@ -131,11 +133,13 @@ def select(
     store_name: str | None = None,
     join_side: str | None = None,
     state_var: str | None = None,
+    timers: bool = False,
     from_snapshot: int | None = None,
     key_schema: StructType | None = None,
     value_schema: StructType | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Selection:
+    """``timers``: transformWithState's registered timers (Spark's ``readRegisteredTimers``)."""
     ckpt = _open(path, storage_options)
     if batch is not None and version is not None:
         raise UsageError("give --batch or --version, not both (version N is the state after batch N-1)")
@@ -179,6 +183,13 @@ def select(
             )
         if store_name is not None:
             raise UsageError("--join-side and --store are exclusive (as in Spark's reader)")
+    if timers:
+        if state_var is not None:
+            raise UsageError("--timers and --state-var are exclusive (as in Spark's reader)")
+        found = [n for n in TIMER_FAMILIES if n in info.column_families]
+        if not info.is_tws or not found:
+            raise UsageError(f"--timers needs a transformWithState operator with timers; operator {operator} has none")
+        state_var = found[0]
     if state_var is not None and not info.is_tws:
         raise UsageError(f"--state-var needs a transformWithState operator; operator {operator} has no column families")
     if info.is_tws and state_var is None:
@@ -357,9 +368,13 @@ def _freeze(value: Any) -> Any:
 
 
 def _tws_columns(sel: Selection, flatten: bool) -> tuple[list[str], dict[str, DataType]]:
-    var = sel.info.state_variables.get(sel.state_var or "")
-    kind = var.kind if var else "ValueState"
+    kind = _var_kind(sel)
     sch = sel.info.column_families[sel.state_var or ""]
+    if kind == "Timers":
+        return ["key", "expiration_timestamp_ms", "partition_id"], {
+            "key": sch.key.fields[0].data_type,
+            "expiration_timestamp_ms": LongType(),
+        }
     if kind == "ListState":
         if flatten:
             return ["key", "value", "partition_id"], {"key": sch.key, "value": sch.value}
@@ -386,14 +401,16 @@ def _tws_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead, flat
         return  # the column family was never written in this version
     cf_id = mapping[name]
     dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel), column_family=True, delimiter=sel.delimiter)
-    var = sel.info.state_variables.get(name)
-    kind = var.kind if var else "ValueState"
+    kind = _var_kind(sel)
     grouped: dict[Any, dict[str, Any]] = {}
     for k, v, path, k_at, v_at in pairs:
         if column_family_of(k) != cf_id:
             continue
         key = dec.key(k, path, k_at)
-        if kind == "ListState":
+        if kind == "Timers":
+            grouping, expiry = key.values()
+            yield {"key": grouping, "expiration_timestamp_ms": expiry, "partition_id": part}
+        elif kind == "ListState":
             elements = dec.values(v, path, v_at)
             if flatten:
                 for e in elements:
@@ -445,16 +462,24 @@ def read_changes(
     )
     if from_batch < 0 or from_batch > sel.batch:
         raise UsageError(f"--from must be between 0 and the end batch {sel.batch}, got {from_batch}")
-    columns = ["batch_id", "change_type", "key", "value", "partition_id"]
-    read = StateRead(sel, columns, iter(()))
+    read = StateRead(sel, [], iter(()))
     sch = sel.info.column_families[sel.state_var] if sel.state_var is not None else _schema(sel, sel.store_name)
-    read.schemas = {
-        "batch_id": LongType(),
-        "change_type": StringType(),
-        "key": sch.key,
-        "value": sch.value,
-        "partition_id": IntegerType(),
-    }
+    kind = _var_kind(sel)
+    read.schemas = {"batch_id": LongType(), "change_type": StringType()}
+    if kind == "ListState":  # one row per appended element (Spark's list_element)
+        read.schemas.update({"key": sch.key, "list_element": sch.value})
+    elif kind == "MapState":
+        read.schemas.update(
+            {
+                "key": sch.key.fields[0].data_type,
+                "user_map_key": sch.user_key or sch.key.fields[1].data_type,
+                "user_map_value": sch.value,
+            }
+        )
+    else:
+        read.schemas.update({"key": sch.key, "value": sch.value})
+    read.schemas["partition_id"] = IntegerType()
+    read.columns = list(read.schemas)
     read.rows = _changes(sel, from_batch, read)
     return read
 
@@ -471,7 +496,10 @@ def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[
                 continue
         else:
             sch = _schema(sel, sel.store_name)
-        dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel), column_family=cf_id is not None)
+        dec = Decoder(
+            sch, sel.provider, sel.ckpt.display(store.rel), column_family=cf_id is not None, delimiter=sel.delimiter
+        )
+        kind = _var_kind(sel)
         for version in range(from_batch + 1, sel.batch + 2):
             index = sel.info.stores.index(store.store) if store.store in sel.info.stores else 0
             uid = _unique_id(sel, index, part, version) if sel.provider == "rocksdb" else None
@@ -492,19 +520,39 @@ def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[
                 key_bytes = rec.key
                 if sel.row_checksum and sel.provider == "hdfs":
                     key_bytes = key_bytes[records.ROW_CHECKSUM_BYTES :] if rec.value is None else key_bytes
-                value = None
+                raw = None
                 if rec.value is not None:
                     raw = rec.value[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.value
                     if sel.provider == "hdfs":
                         raw = records.trim_value(raw)
-                    value = dec.value(raw, path, rec.offset + 8 + len(rec.key))
-                yield {
-                    "batch_id": version - 1,
-                    "change_type": CHANGE_TYPE[rec.op],
-                    "key": dec.key(key_bytes, path, rec.offset + 4),
-                    "value": value,
-                    "partition_id": part,
-                }
+                key = dec.key(key_bytes, path, rec.offset + 4)
+                head = {"batch_id": version - 1, "change_type": CHANGE_TYPE[rec.op]}
+                at = rec.offset + 8 + len(rec.key)
+                if kind == "ListState":
+                    elements = [None] if raw is None else dec.values(raw, path, at)
+                    for element in elements:
+                        yield {**head, "key": key, "list_element": element, "partition_id": part}
+                elif kind == "MapState":
+                    value = None if raw is None else dec.value(raw, path, at)
+                    yield {
+                        **head,
+                        "key": key["key"],
+                        "user_map_key": key["userKey"],
+                        "user_map_value": value,
+                        "partition_id": part,
+                    }
+                else:
+                    value = None if raw is None else dec.value(raw, path, at)
+                    yield {**head, "key": key, "value": value, "partition_id": part}
+
+
+def _var_kind(sel: Selection) -> str | None:
+    if sel.state_var is None:
+        return None
+    if sel.state_var in TIMER_FAMILIES:
+        return "Timers"
+    var = sel.info.state_variables.get(sel.state_var)
+    return var.kind if var else "ValueState"
 
 
 def _cf_mapping(sel: Selection, store: StoreDir) -> dict[str, int]:
