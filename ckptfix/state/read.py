@@ -186,10 +186,10 @@ def select(
     if timers:
         if state_var is not None:
             raise UsageError("--timers and --state-var are exclusive (as in Spark's reader)")
-        found = [n for n in TIMER_FAMILIES if n in info.column_families]
-        if not info.is_tws or not found:
+        timer_families = [n for n in TIMER_FAMILIES if n in info.column_families]
+        if not info.is_tws or not timer_families:
             raise UsageError(f"--timers needs a transformWithState operator with timers; operator {operator} has none")
-        state_var = found[0]
+        state_var = timer_families[0]
     if state_var is not None and not info.is_tws:
         raise UsageError(f"--state-var needs a transformWithState operator; operator {operator} has no column families")
     if info.is_tws and state_var is None:
