@@ -1,0 +1,53 @@
+"""The state reader through moto's S3 server (s3fs), and the Spark engine against the local one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ckptfix.repair import engine
+from ckptfix.state.read import read_changes, read_state
+from ckptfix.state.rebuild import plan_rebuild
+from ckptfix.storage import Location
+from tests.state.test_read_fixtures import COUNTS, FIXTURES, GIVEN, LISTS, counts
+
+
+def canon(rows: Any) -> list[str]:
+    from ckptfix.state.export import to_json_line
+
+    return sorted(to_json_line(r) for r in rows)
+
+
+@pytest.mark.s3
+def test_read_changes_and_rebuild_on_s3(s3_bucket: Any) -> None:
+    opts = s3_bucket.storage_options
+    hdfs = s3_bucket.upload_tree(FIXTURES / "hdfs", "hdfs")
+    rocks = s3_bucket.upload_tree(FIXTURES / "rocksdb", "rocksdb")
+    tws = s3_bucket.upload_tree(FIXTURES / "tws", "tws")
+    for v in (1, 3, 4):
+        assert counts(list(read_state(hdfs, version=v, storage_options=opts))) == COUNTS[v]
+        assert counts(list(read_state(rocks, version=v, storage_options=opts, **GIVEN))) == COUNTS[v]
+    lst = read_state(tws, version=4, state_var="lst", flatten=False, storage_options=opts)
+    assert {r["key"]["k"]: len(r["list_value"]) for r in lst} == LISTS[4]
+    local = read_changes(str(FIXTURES / "hdfs"), from_batch=0, to_batch=3)
+    assert canon(read_changes(hdfs, from_batch=0, to_batch=3, storage_options=opts)) == canon(local)
+    result = plan_rebuild(rocks, version=3, storage_options=opts)
+    engine.apply(result.plan, Location(rocks, opts), Location(rocks + "/_ckptfix", opts), idle_seconds=0)
+    read = read_state(rocks, version=3, storage_options=opts, **GIVEN)
+    assert counts(list(read)) == COUNTS[3] and read.chains[0] == "3.zip"
+
+
+@pytest.mark.spark
+def test_spark_engine_gives_the_local_rows(spark: Any) -> None:
+    from ckptfix.spark.state_engine import read_state_spark
+
+    for path, kwargs in [
+        (FIXTURES / "hdfs", {"version": 3}),
+        (FIXTURES / "rocksdb", {"version": 4, **GIVEN}),
+        (FIXTURES / "tws", {"version": 4, "state_var": "lst"}),
+    ]:
+        local = canon(read_state(str(path), **kwargs))
+        assert local and canon(read_state_spark(spark, str(path), **kwargs)) == local
+    changes = read_state_spark(spark, str(FIXTURES / "hdfs"), changes=True, from_batch=0, to_batch=3)
+    assert canon(changes) == canon(read_changes(str(FIXTURES / "hdfs"), from_batch=0, to_batch=3))
