@@ -21,7 +21,7 @@ from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES, CannotFix, FixContext
 from ckptfix.repair.plan import Plan
 
-_PLANNER_MODULES = ("ckptfix.repair.fixes", "ckptfix.repair.fixes_logs")
+_PLANNER_MODULES = ("ckptfix.repair.fixes", "ckptfix.repair.fixes_logs", "ckptfix.repair.fixes_state")
 
 
 def _load_planners() -> None:

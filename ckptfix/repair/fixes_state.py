@@ -1,0 +1,62 @@
+"""Planners for state findings: rebuild the restart's state version past a bad snapshot.
+
+A corrupt snapshot, a zip whose SST is missing, or a base file failing its checksum sidecar:
+version N is rebuilt from the newest good snapshot before it plus the deltas/changelogs
+(:mod:`ckptfix.state.rebuild`), so Spark 3.5-4.1, which do not fall back by themselves,
+restart. A damaged or missing delta/changelog has no such way around it.
+"""
+
+from __future__ import annotations
+
+from ckptfix.audit.model import Finding
+from ckptfix.checkpoint import StoreDir
+from ckptfix.errors import FormatError
+from ckptfix.repair.fixes import CannotFix, FixContext, fixes
+
+
+def _store_of(fc: FixContext, finding: Finding) -> StoreDir:
+    ck = fc.ckpt
+    for ev in finding.evidence:
+        for op in ck.state.operators.values():
+            for stores in op.partitions.values():
+                for store in stores.values():
+                    prefix = ck.display(store.rel) + "/"
+                    if ev.path.startswith(prefix) and (
+                        "/" not in ev.path[len(prefix) :] or ev.path[len(prefix) :].startswith("SSTs/")
+                    ):
+                        return store
+    raise CannotFix("the finding names no file of a state store")
+
+
+@fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-CHECKSUM-MISMATCH")
+def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
+    from ckptfix.state.read import select
+    from ckptfix.state.rebuild import RULE, _any_kind, _rebuild_store
+
+    N = fc.audit.state_version
+    if not N:
+        raise CannotFix("the restart loads no state version")
+    store = _store_of(fc, finding)
+    mark = fc.builder.mark()
+    try:
+        sel = select(
+            fc.ckpt,
+            operator=store.operator,
+            version=N,
+            partition=store.partition,
+            store_name=store.store,
+            **_any_kind(fc.ckpt, store.operator),
+        )
+        result = _rebuild_store(sel, store, fc.builder, prune=False, retain=None)
+    except FormatError as exc:
+        fc.builder.rollback(mark)
+        raise CannotFix(
+            f"version {N} of {store.rel} cannot be rebuilt: {exc} (restore the file from a backup, or roll back "
+            "before it with `ckptfix rollback`)"
+        ) from None
+    if not result.written:
+        raise CannotFix(f"version {N} of {store.rel} already loads from a good snapshot")
+    return [
+        f"{store.rel}: Spark loads state version {N} from a snapshot ckptfix writes from {result.chain} "
+        f"({result.keys} keys; {RULE}); no batch re-runs"
+    ]
