@@ -18,6 +18,7 @@ from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.planning import plan_repair
 from ckptfix.repair.rollback import plan_rollback
+from ckptfix.state.rebuild import plan_rebuild
 from ckptfix.storage import Location
 from tests.repair.test_fixes_logs import ROUND_TRIPS, extract
 from tests.support.trees import tree
@@ -34,6 +35,17 @@ def _rollback(tmp: Path) -> Path:
     return extract("agg_hdfs", tmp / "x")[0]
 
 
+FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
+
+
+def _state(name: str) -> Any:
+    def setup(tmp: Path) -> Path:
+        shutil.copytree(FORMATS / name, tmp / "ckpt")
+        return tmp / "ckpt"
+
+    return setup
+
+
 PLANS: dict[str, tuple[Any, Any]] = {
     **{
         name: (setup, lambda c, kw=kw: plan_repair(str(c), "4.3", **kw)[0]) for name, (setup, kw) in ROUND_TRIPS.items()
@@ -41,6 +53,8 @@ PLANS: dict[str, tuple[Any, Any]] = {
     "async_gap": (_sample, lambda c: plan_repair(str(c), "4.3")[0]),
     "async_gap_truncate": (_sample, lambda c: plan_repair(str(c), "4.3", strategy="truncate")[0]),
     "rollback_to_3": (_rollback, lambda c: plan_rollback(str(c), 3, force=True).plan),
+    "state_rebuild_hdfs_prune": (_state("hdfs"), lambda c: plan_rebuild(str(c), version=3, prune=True, retain=1).plan),
+    "state_rebuild_rocksdb": (_state("rocksdb"), lambda c: plan_rebuild(str(c), version=3).plan),
 }
 # a plan that touches many files: crash points are sampled (every write is covered by the others)
 SAMPLED = {"async_gap_truncate": 7}
