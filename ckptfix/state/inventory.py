@@ -186,7 +186,7 @@ def _verify(sel: Any, chain: chains.Chain) -> Iterator[str]:
                     elif entry.size != sst.size_bytes:
                         yield f"{ckpt.display(rel)}: {entry.size} bytes; {step.name} lists {sst.size_bytes}"
             else:
-                records.file_records(ckpt, step, sel.codec, chain.store.checksums)
+                records.file_records(ckpt, step, sel.codec, chain.store.checksums)  # checks it all
         except FormatError as exc:
             yield str(exc)
 

@@ -36,6 +36,7 @@ from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, stor
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
 ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 CHANGE_TYPE = {Op.PUT: "update", Op.DELETE: "delete", Op.MERGE: "append"}
 JOIN_SIDES = ("left", "right")
 #: transformWithState's timer column families (key: grouping key + expiryTimestampMs)
@@ -294,9 +295,22 @@ def _schema(sel: Selection, name: str) -> StoreSchema:
     return store_schema(sel.ckpt, sel.op, sel.info, name, sel.key_schema, sel.value_schema)
 
 
+def _decodable(sel: Selection) -> None:
+    encoding = sel.conf.get(ENCODING, "unsaferow").lower()
+    if encoding != "unsaferow":
+        raise FormatError(
+            sel.ckpt.display(f"offsets/{sel.batch}"),
+            0,
+            f"{ENCODING}=unsaferow (the encoding ckptfix decodes)",
+            f"{encoding}: Avro-encoded state is not decoded yet (state rebuild copies it unchanged)",
+            kind="unsupported-encoding",
+        )
+
+
 def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -> StateRead:
     """The rows of one operator's state at one committed version (see :func:`select`)."""
     sel = select(path, **kwargs)
+    _decodable(sel)
     read = StateRead(sel, ["key", "value", "partition_id"], iter(()))
     if sel.state_var is not None:
         read.columns, read.schemas = _tws_columns(sel, flatten)
@@ -460,6 +474,7 @@ def read_changes(
         value_schema=value_schema,
         storage_options=storage_options,
     )
+    _decodable(sel)
     if from_batch < 0 or from_batch > sel.batch:
         raise UsageError(f"--from must be between 0 and the end batch {sel.batch}, got {from_batch}")
     read = StateRead(sel, [], iter(()))

@@ -53,11 +53,15 @@ def inner(ckpt: Checkpoint, rel: str, codec_name: str) -> str:
     return f"{ckpt.display(rel)} (offsets in its {codec_name}-decompressed content)"
 
 
-def file_records(ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[str, str]) -> list[Record]:
-    """Every record of a delta/snapshot/changelog, fully checked first."""
+def file_records(ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[str, str]) -> Iterator[Record]:
+    """Every record of a delta/snapshot/changelog. The file is read, decompressed and its
+    framing walked to the end before the first record is returned (so a damaged file yields
+    nothing); records are then produced one at a time, never all held."""
     raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
     kind: statefile.FileKind = step.kind  # type: ignore[assignment]
-    return list(statefile.iter_records(raw, inner(ckpt, step.rel, codec_name), kind))
+    path = inner(ckpt, step.rel, codec_name)
+    statefile.verify(raw, path, kind)
+    return statefile.iter_records(raw, path, kind)
 
 
 def changelog_header(ckpt: Checkpoint, rel: str, codec_name: str) -> statefile.ChangelogHeader:
@@ -117,7 +121,7 @@ def rocksdb_pairs(
     sidecars = store.checksums
     meta: dict = {}
     # check every changelog before touching the database: a damaged file yields no row
-    step_records = [file_records(ckpt, step, codec_name, sidecars) for step in chain.steps]
+    step_records = [list(file_records(ckpt, step, codec_name, sidecars)) for step in chain.steps]
     if chain.base is None:
         snap = rocks.RocksSnapshot.empty(merge_delimiter=delimiter)
     else:
@@ -152,7 +156,7 @@ def _metadata_fields(meta: rocksdbzip.RocksDBMetadata) -> dict:
     }
 
 
-def change_records(ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[str, str]) -> list[Record]:
+def change_records(ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[str, str]) -> Iterator[Record]:
     """The records of one delta/changelog (for the change feed)."""
     return file_records(ckpt, step, codec_name, sidecars)
 
