@@ -10,6 +10,7 @@ HDFS-backed keys and values are bare UnsafeRows. RocksDB adds framing (Spark's
     value = 0x00 row                                               one value
           = (int32 len(0x00 row) | 0x00 row) joined by the merge     several values (ListState)
             delimiter (',' for mergeOperatorVersion 1, none for 2)
+          = int32 checksum | int32 len | 0x00 row, per element        4.x rowChecksum.enabled
 
 Range-scan ordering columns are ``marker | big-endian value`` binaries: marker 0x00 for
 a negative number, 0x01 otherwise, 0x02 for null; a negative float/double has all its bits
@@ -41,6 +42,7 @@ from ckptfix.state.schemas import StoreSchema
 
 CF = struct.Struct("<h")
 LEN = struct.Struct("<i")
+CHECKSUM = struct.Struct("<i")  # 4.x rowChecksum.enabled: a CRC32C before each RocksDB value element
 VERSION = unsaferow.STATE_ENCODING_VERSION
 NEGATIVE, NON_NEGATIVE, NULL_MARKER = 0x00, 0x01, 0x02
 _RANGE_FORMATS: dict[type, str] = {
@@ -67,11 +69,13 @@ class Decoder:
         path: str,
         column_family: bool = False,
         delimiter: bytes | None = b",",
+        row_checksum: bool = False,
     ) -> None:
         """``delimiter``: the merge delimiter between list elements; None when unknown (no
         offset log to read ``mergeOperatorVersion`` from): then it is recognised."""
         self.sch, self.provider, self.path, self.cf = sch, provider, path, column_family
         self.delimiter = delimiter
+        self.row_checksum = row_checksum
         n = len(sch.key.fields)
         enc = sch.encoding
         if enc.kind == "prefix":
@@ -153,19 +157,31 @@ class Decoder:
         path = path or self.path
         if self.provider == "hdfs":
             return decode_row(data, self.sch.value, path, offset)
+        if self.row_checksum:  # int32 checksum | int32 LE len | 0x00 row (one element)
+            elements = self.values(data, path, offset)
+            if len(elements) != 1:
+                raise self.error("one value", f"{len(elements)} values", path, offset)
+            return elements[0]
+        return self._value(data, path, offset)
+
+    def _value(self, data: bytes, path: str, offset: int) -> dict[str, Any]:
         return decode_row(self._versioned(data, "value", path, offset), self.sch.value, path, offset + 1)
 
     def values(self, data: bytes, path: str | None = None, offset: int = 0) -> list[dict[str, Any]]:
-        """The elements of a multi-valued (ListState) value."""
+        """The elements of a multi-valued (ListState) value (each with a row checksum first
+        when ``rowChecksum.enabled``; the checksum is not verified)."""
+        path = path or self.path
         out, pos, n = [], 0, len(data)
         while pos < n:
+            if self.row_checksum:
+                pos += CHECKSUM.size
             if pos + LEN.size > n:
                 raise self.error("a 4-byte element length", f"{n - pos} bytes")
             (size,) = LEN.unpack_from(data, pos)
             pos += LEN.size
             if not 0 < size <= n - pos:
                 raise self.error(f"an element length within {n - pos} bytes", str(size))
-            out.append(self.value(data[pos : pos + size], path, offset + pos))
+            out.append(self._value(data[pos : pos + size], path, offset + pos))
             pos += size
             if pos < n and self.delimiter is None:
                 pos += self._sniff_delimiter(data, pos)

@@ -338,7 +338,12 @@ def _rows(sel: Selection, read: StateRead, flatten: bool) -> Iterator[dict[str, 
             else:
                 sch = _schema(sel, sel.store_name)
                 store = _store(sel, part, sel.store_name)
-                dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel))
+                dec = Decoder(
+                    sch,
+                    sel.provider,
+                    sel.ckpt.display(store.rel),
+                    row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+                )
                 yield from plain_rows(_pairs(sel, stack, store, read), dec, part)
 
 
@@ -352,8 +357,18 @@ def _join_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead) -> 
     counts_name, values_name = f"{side}-keyToNumValues", f"{side}-keyWithIndexToValue"
     counts_sch, values_sch = _schema(sel, counts_name), _schema(sel, values_name)
     counts_store, values_store = _store(sel, part, counts_name), _store(sel, part, values_name)
-    cdec = Decoder(counts_sch, sel.provider, sel.ckpt.display(counts_store.rel))
-    vdec = Decoder(values_sch, sel.provider, sel.ckpt.display(values_store.rel))
+    cdec = Decoder(
+        counts_sch,
+        sel.provider,
+        sel.ckpt.display(counts_store.rel),
+        row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+    )
+    vdec = Decoder(
+        values_sch,
+        sel.provider,
+        sel.ckpt.display(values_store.rel),
+        row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+    )
     index_key = values_sch.key.keys[-1]
     by_key: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
     for k, v, path, k_at, v_at in _pairs(sel, stack, values_store, read):
@@ -414,7 +429,14 @@ def _tws_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead, flat
     if name not in mapping:
         return  # the column family was never written in this version
     cf_id = mapping[name]
-    dec = Decoder(sch, sel.provider, sel.ckpt.display(store.rel), column_family=True, delimiter=sel.delimiter)
+    dec = Decoder(
+        sch,
+        sel.provider,
+        sel.ckpt.display(store.rel),
+        column_family=True,
+        delimiter=sel.delimiter,
+        row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+    )
     kind = _var_kind(sel)
     grouped: dict[Any, dict[str, Any]] = {}
     for k, v, path, k_at, v_at in pairs:
@@ -512,7 +534,12 @@ def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[
         else:
             sch = _schema(sel, sel.store_name)
         dec = Decoder(
-            sch, sel.provider, sel.ckpt.display(store.rel), column_family=cf_id is not None, delimiter=sel.delimiter
+            sch,
+            sel.provider,
+            sel.ckpt.display(store.rel),
+            column_family=cf_id is not None,
+            delimiter=sel.delimiter,
+            row_checksum=sel.row_checksum and sel.provider == "rocksdb",
         )
         kind = _var_kind(sel)
         for version in range(from_batch + 1, sel.batch + 2):
@@ -537,8 +564,9 @@ def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[
                     key_bytes = key_bytes[records.ROW_CHECKSUM_BYTES :] if rec.value is None else key_bytes
                 raw = None
                 if rec.value is not None:
-                    raw = rec.value[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.value
-                    if sel.provider == "hdfs":
+                    raw = rec.value
+                    if sel.provider == "hdfs":  # RocksDB values carry theirs inside (the decoder's job)
+                        raw = rec.value[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.value
                         raw = records.trim_value(raw)
                 key = dec.key(key_bytes, path, rec.offset + 4)
                 head = {"batch_id": version - 1, "change_type": CHANGE_TYPE[rec.op]}
