@@ -121,7 +121,7 @@ def rocksdb_pairs(
     sidecars = store.checksums
     meta: dict = {}
     # check every changelog before touching the database: a damaged file yields no row
-    step_records = [list(file_records(ckpt, step, codec_name, sidecars)) for step in chain.steps]
+    step_records = [file_records(ckpt, step, codec_name, sidecars) for step in chain.steps]
     if chain.base is None:
         snap = rocks.RocksSnapshot.empty(merge_delimiter=delimiter)
     else:
