@@ -29,6 +29,8 @@ class StoreStatus:
     target: int | None  # the version checked in full (last committed)
     chain: str | None = None
     problem: str | None = None  # why ``target`` cannot be loaded
+    #: unloadable version ranges with the first file each is missing, e.g. {"1-3": "state/0/0/2.delta"}
+    unloadable: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class StoreStatus:
             "chain": self.chain,
             "ok": self.problem is None,
             "problem": self.problem,
+            "unloadable": self.unloadable,
         }
 
 
@@ -151,6 +154,13 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
     else:
         loadable = chains.loadable_versions(store, sel.provider) if sel.provider in chains.SNAPSHOT_KIND else []
     status = StoreStatus(store.partition, store.store, versions, loadable, sel.version)
+    missing = [v for v in range(1, max(versions, default=0) + 1) if v not in set(loadable)]
+    for span in ranges(missing).split(",") if missing else []:
+        first = int(span.split("-")[0])
+        try:
+            store_chain(sel, store, first)
+        except FormatError as exc:
+            status.unloadable[span] = exc.path
     try:
         chain = store_chain(sel, store)
         status.chain = chain.describe()

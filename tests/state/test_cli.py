@@ -134,3 +134,17 @@ def test_errors_in_other_formats_are_plain_lines(tmp_path: Path, fmt: str) -> No
     res = run("state", "read", str(tmp_path / "nope"), "-f", fmt, "--out", str(out))
     assert res.exit_code == 2 and res.stderr.startswith("ckptfix: error: ")
     assert not out.exists() and not Path(f"{out}.partial").exists()
+
+
+def test_ls_names_the_missing_file_of_each_unloadable_range(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    shutil.copytree(FIXTURES / "hdfs", ckpt)
+    (ckpt / "state/0/0/1.delta").unlink()
+    (ckpt / "state/0/0/3.delta").unlink()
+    res = run("state", "ls", str(ckpt))
+    assert res.exit_code == 0, res.output  # the latest version still loads (4.snapshot)
+    assert "loadable 2,4;" in res.stdout
+    assert "version 1 cannot load: state/0/0/1.delta is missing" in res.stdout
+    assert "version 3 cannot load: state/0/0/3.delta is missing" in res.stdout
+    doc = json.loads(run("state", "ls", str(ckpt), "-f", "json").stdout)
+    assert doc["operators"][0]["partitions"][0]["unloadable"] == {"1": "state/0/0/1.delta", "3": "state/0/0/3.delta"}
