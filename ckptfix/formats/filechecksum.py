@@ -10,6 +10,7 @@ Not to be confused with Hadoop's hidden ``.<file>.crc`` (see ``hadoopcrc``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,16 @@ def compute(data: bytes) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
+#: who wrote a sidecar; Spark's reader requires ``timestampMs`` and ``creator`` (json4s
+#: "No usable value for timestampMs" otherwise), so ckptfix writes them as the driver would
+CREATOR = {"executorId": "driver", "taskInfo": ""}
+
+
 def make(data: bytes, timestamp_ms: int | None = None, creator: dict[str, Any] | None = None) -> FileChecksum:
-    """The sidecar Spark would write for ``data``."""
-    return FileChecksum(compute(data), len(data), ALGORITHM, timestamp_ms, creator)
+    """The sidecar Spark would write for ``data`` (timestamp: now, unless given)."""
+    if timestamp_ms is None:
+        timestamp_ms = int(time.time() * 1000)
+    return FileChecksum(compute(data), len(data), ALGORITHM, timestamp_ms, dict(creator or CREATOR))
 
 
 def parse(data: bytes, path: str = "<checksum>") -> FileChecksum:

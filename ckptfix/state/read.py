@@ -21,6 +21,7 @@ from ckptfix.formats import codec
 from ckptfix.formats.statefile import Op
 from ckptfix.formats.unsaferow import (
     ArrayType,
+    BooleanType,
     DataType,
     IntegerType,
     LongType,
@@ -316,10 +317,10 @@ def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -
         read.columns, read.schemas = _tws_columns(sel, flatten)
     elif sel.join_side is not None:
         side = sel.join_side
-        read.schemas = {
-            "key": _schema(sel, f"{side}-keyToNumValues").key,
-            "value": _schema(sel, f"{side}-keyWithIndexToValue").value,
-        }
+        value = _schema(sel, f"{side}-keyWithIndexToValue").value
+        if value.fields and value.fields[-1].name == "matched" and isinstance(value.fields[-1].data_type, BooleanType):
+            value = StructType(value.fields[:-1])
+        read.schemas = {"key": _schema(sel, f"{side}-keyToNumValues").key, "value": value}
     else:
         sch = _schema(sel, sel.store_name)
         read.schemas = {"key": sch.key, "value": sch.value}
@@ -370,6 +371,8 @@ def _join_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead) -> 
         row_checksum=sel.row_checksum and sel.provider == "rocksdb",
     )
     index_key = values_sch.key.keys[-1]
+    last = values_sch.value.fields[-1] if values_sch.value.fields else None
+    matched = last is not None and last.name == "matched" and isinstance(last.data_type, BooleanType)
     by_key: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
     for k, v, path, k_at, v_at in _pairs(sel, stack, values_store, read):
         key = vdec.key(k, path, k_at)
@@ -382,6 +385,8 @@ def _join_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead) -> 
         for i in range(count or 0):
             value = values.get(i)
             if value is not None:
+                if matched:  # Spark 4.x's joinSide view shows the input row, not the matched flag
+                    value = {k: v for k, v in value.items() if k != "matched"}
                 yield {"key": key, "value": value, "partition_id": part}
 
 
@@ -405,8 +410,8 @@ def _tws_columns(sel: Selection, flatten: bool) -> tuple[list[str], dict[str, Da
             "expiration_timestamp_ms": LongType(),
         }
     if kind == "ListState":
-        if flatten:
-            return ["key", "value", "partition_id"], {"key": sch.key, "value": sch.value}
+        if flatten:  # the column name Spark 4.3's reader gives (its source's SchemaUtil says "value")
+            return ["key", "list_element", "partition_id"], {"key": sch.key, "list_element": sch.value}
         return ["key", "list_value", "partition_id"], {"key": sch.key, "list_value": ArrayType(sch.value)}
     if kind == "MapState":
         grouping = sch.key.fields[0].data_type
@@ -450,7 +455,7 @@ def _tws_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead, flat
             elements = dec.values(v, path, v_at)
             if flatten:
                 for e in elements:
-                    yield {"key": key, "value": e, "partition_id": part}
+                    yield {"key": key, "list_element": e, "partition_id": part}
             else:
                 yield {"key": key, "list_value": elements, "partition_id": part}
         elif kind == "MapState":

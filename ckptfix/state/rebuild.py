@@ -251,22 +251,29 @@ def _spark4(sel: Selection) -> bool:
 
 
 def _prune(sel: Selection, store: StoreDir, builder: PlanBuilder, retain: int | None) -> None:
-    """Delete what Spark's cleanup would delete with the new snapshot in place: files of
-    versions below the base of the oldest retained version."""
+    """Delete what Spark's cleanup would delete with the new snapshot in place.
+
+    HDFS (``HDFSBackedStateStoreProvider.cleanup``): the oldest retained version is
+    ``latest - minBatchesToRetain``; every file older than its base snapshot goes (nothing
+    when it has none). RocksDB (``RocksDBFileManager.deleteOldVersions``): the newest
+    snapshot at or below ``newest snapshot - minBatchesToRetain + 1`` is kept with everything
+    after it; older zips and changelogs go, and SSTs no kept zip lists.
+    """
     keep = retain if retain is not None else int(sel.conf.get(RETAIN_CONF, DEFAULT_RETAIN))
-    latest = max((v for (_, v, _) in store.files), default=sel.version)
-    oldest_kept = max(latest - keep + 1, 1)
     snap_kind = chains.SNAPSHOT_KIND[sel.provider]
-    snaps = {v for v in store.versions(snap_kind)} | {sel.version}
-    bases = [v for v in snaps if v <= oldest_kept]
-    if not bases:
+    snaps = set(store.versions(snap_kind)) | {sel.version}
+    if sel.provider == "hdfs":
+        latest = max([v for (_, v, _) in store.files] + [sel.version])
+        oldest_kept = latest - keep
+        floor = max((s for s in snaps if s <= oldest_kept), default=0) if oldest_kept > 0 else 0
+    else:
+        oldest_kept = max(snaps) - keep + 1
+        floor = max((s for s in snaps if s <= oldest_kept), default=0)
+    if floor <= 0:
         return
-    floor = max(bases)
     for (_kind, v, _uid), rel in sorted(store.files.items(), key=lambda kv: kv[0][1]):
         if v < floor:
-            builder.delete(
-                rel, f"older than version {floor}, the base of the oldest retained version {oldest_kept}", RULE
-            )
+            builder.delete(rel, f"older than version {floor}, the base Spark's cleanup keeps", RULE)
     if sel.provider == "rocksdb":
         _prune_ssts(sel, store, builder, floor)
 

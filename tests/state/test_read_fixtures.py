@@ -92,7 +92,7 @@ def test_transform_with_state_value_and_list(version: int) -> None:
     lst = list(read_state(str(FIXTURES / "tws"), version=version, state_var="lst"))
     sizes: dict[str, int] = {}
     for row in lst:
-        assert row["value"] == {"v": row["key"]["k"]}
+        assert row["list_element"] == {"v": row["key"]["k"]}
         sizes[row["key"]["k"]] = sizes.get(row["key"]["k"], 0) + 1
     assert sizes == LISTS[version]
     nested = list(read_state(str(FIXTURES / "tws"), version=version, state_var="lst", flatten=False))

@@ -75,10 +75,16 @@ def test_rocksdb_changelogs_get_a_zip(tmp_path: Path) -> None:
 
 def test_prune_keeps_what_spark_retains(tmp_path: Path) -> None:
     ckpt = copy("hdfs", tmp_path)
-    # retain 1 version: version 4 needs only 4.snapshot; everything older goes
+    # retain 1 (HDFSBackedStateStoreProvider.cleanup): the oldest retained version is 4 - 1 = 3,
+    # whose base is 2.snapshot; only what is older than that goes
     result = plan_rebuild(str(ckpt), version=4, prune=True, retain=1)
     deleted = sorted(a.path for a in result.plan.actions if a.op == "delete")
-    assert deleted == [f"state/0/0/{n}" for n in ("1.delta", "2.delta", "2.snapshot", "3.delta")]
+    assert deleted == ["state/0/0/1.delta"]
+    # rebuilding version 3 with retain 1: the new 3.snapshot is the base of version 3
+    deleted = sorted(
+        a.path for a in plan_rebuild(str(ckpt), version=3, prune=True, retain=1).plan.actions if a.op == "delete"
+    )
+    assert deleted == [f"state/0/0/{n}" for n in ("1.delta", "2.delta", "2.snapshot")]
     # the default retention (100 versions) keeps every file: nothing older than version 1
     assert [a for a in plan_rebuild(str(ckpt), version=4, prune=True).plan.actions if a.op == "delete"] == []
     apply(result.plan, ckpt)
