@@ -92,12 +92,7 @@ def count_input_files(input_dir: Path) -> int:
 
 
 def _source(spark: Any, input_dir: Path) -> Any:
-    return (
-        spark.readStream.format("json")
-        .schema(INPUT_SCHEMA_DDL)
-        .option("maxFilesPerTrigger", 1)
-        .load(str(input_dir))
-    )
+    return spark.readStream.format("json").schema(INPUT_SCHEMA_DDL).option("maxFilesPerTrigger", 1).load(str(input_dir))
 
 
 def _foreach_batch_writer(df: Any, output_dir: Path) -> Any:
