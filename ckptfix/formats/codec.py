@@ -32,6 +32,7 @@ from typing import Any
 
 from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import lz4block, lzf
+from ckptfix.formats.streams import read_exactly
 from ckptfix.formats.text import preview
 
 LZ4 = "lz4"
@@ -145,18 +146,6 @@ def _reader(source: Source) -> lz4block.Readable:
     return source
 
 
-def _read_exactly(src: lz4block.Readable, n: int) -> bytes:
-    chunks: list[bytes] = []
-    left = n
-    while left > 0:
-        chunk = src.read(left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def iter_decompressed(codec_name: str, source: Source, path: str = "<state>") -> Iterator[bytes]:
     """Decompressed chunks of a state file, read incrementally. The codec name is checked and
     its library imported right away; the data as the chunks are consumed."""
@@ -220,7 +209,7 @@ def _zstd_chunks(zstandard: Any, src: lz4block.Readable, path: str) -> Iterator[
     offset = 0
 
     def need(n: int, at: int, what: str) -> bytes:
-        data = _read_exactly(src, n)
+        data = read_exactly(src, n)
         if len(data) < n:
             raise FormatError(path, at, what, f"{len(data)} bytes before the end of the data", kind="truncated")
         return data
@@ -232,7 +221,7 @@ def _zstd_chunks(zstandard: Any, src: lz4block.Readable, path: str) -> Iterator[
             raise FormatError(path, at, what, f"zstd: {exc}", kind="corrupt") from None
 
     while True:
-        magic = _read_exactly(src, len(ZSTD_MAGIC))
+        magic = read_exactly(src, len(ZSTD_MAGIC))
         if not magic:
             if offset == 0:
                 raise FormatError(path, 0, "a zstd frame", "an empty file", kind="empty")
@@ -287,7 +276,7 @@ def _snappy_chunks(snappy: Any, src: lz4block.Readable, path: str) -> Iterator[b
     (offset of the cut header or chunk; snappy-java ends the stream silently when fewer
     than 4 bytes are left); ``corrupt`` (a snappy block cramjam rejects, at its first byte).
     """
-    head = _read_exactly(src, SNAPPY_HEADER.size)
+    head = read_exactly(src, SNAPPY_HEADER.size)
     if not head:
         raise FormatError(path, 0, "a snappy-java stream", "an empty file", kind="empty")
     if head[: len(SNAPPY_MAGIC)] != SNAPPY_MAGIC[: len(head)]:
@@ -298,14 +287,14 @@ def _snappy_chunks(snappy: Any, src: lz4block.Readable, path: str) -> Iterator[b
         )
     offset = SNAPPY_HEADER.size
     while True:
-        word = _read_exactly(src, SNAPPY_LENGTH.size)
+        word = read_exactly(src, SNAPPY_LENGTH.size)
         if not word:
             return
         if len(word) < SNAPPY_LENGTH.size:
             raise FormatError(path, offset, "a 4-byte snappy chunk length", f"{len(word)} bytes", kind="truncated")
         (length,) = SNAPPY_LENGTH.unpack(word)
         if length == SNAPPY_MAGIC_HEAD:  # another stream's header
-            more = _read_exactly(src, SNAPPY_HEADER.size - len(word))
+            more = read_exactly(src, SNAPPY_HEADER.size - len(word))
             head = word + more
             if len(head) < SNAPPY_HEADER.size:
                 raise FormatError(
@@ -334,7 +323,7 @@ def _snappy_chunks(snappy: Any, src: lz4block.Readable, path: str) -> Iterator[b
             raise FormatError(
                 path, offset, f"a snappy chunk length in [1, {SNAPPY_MAX_CHUNK}]", str(length), kind="bad-length"
             )
-        block = _read_exactly(src, length)
+        block = read_exactly(src, length)
         if len(block) < length:
             raise FormatError(
                 path,

@@ -20,12 +20,12 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Iterator
-from typing import Protocol
 
 import lz4.block
 import xxhash
 
 from ckptfix.errors import FormatError
+from ckptfix.formats.streams import Readable, read_exactly
 from ckptfix.formats.text import preview
 
 MAGIC = b"LZ4Block"
@@ -41,10 +41,6 @@ MAX_BLOCK_SIZE = 1 << (0x0F + LEVEL_BASE)
 _METHOD_NAMES = {METHOD_RAW: "stored", METHOD_LZ4: "LZ4"}
 
 
-class Readable(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
-
-
 def checksum(raw: bytes) -> int:
     """The 28-bit block checksum lz4-java stores (XXH32 with Spark's seed, masked)."""
     return xxhash.xxh32_intdigest(raw, seed=SEED) & CHECKSUM_MASK
@@ -55,18 +51,6 @@ def level_for(block_size: int) -> int:
     if not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE:
         raise ValueError(f"block_size must be in [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}], got {block_size}")
     return max(0, (block_size - 1).bit_length() - LEVEL_BASE)
-
-
-def _read_exactly(src: Readable, n: int) -> bytes:
-    chunks: list[bytes] = []
-    left = n
-    while left > 0:
-        chunk = src.read(left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def iter_blocks(source: bytes | bytearray | memoryview | Readable, path: str = "<lz4>") -> Iterator[bytes]:
@@ -82,7 +66,7 @@ def iter_blocks(source: bytes | bytearray | memoryview | Readable, path: str = "
     offset = 0
     ended = False  # the last complete block was an end block
     while True:
-        head = _read_exactly(src, HEADER.size)
+        head = read_exactly(src, HEADER.size)
         if not head:
             if offset == 0:
                 raise FormatError(path, 0, "an LZ4Block stream", "an empty file", kind="empty")
@@ -122,7 +106,7 @@ def iter_blocks(source: bytes | bytearray | memoryview | Readable, path: str = "
             ended = True
             offset += HEADER.size
             continue
-        payload = _read_exactly(src, clen)
+        payload = read_exactly(src, clen)
         if len(payload) < clen:
             raise FormatError(
                 path,

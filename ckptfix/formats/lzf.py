@@ -33,9 +33,9 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Iterator
-from typing import Protocol
 
 from ckptfix.errors import FormatError
+from ckptfix.formats.streams import Readable, read_exactly
 from ckptfix.formats.text import preview
 
 SIGNATURE = b"ZV"
@@ -50,10 +50,6 @@ MAX_OFFSET = 1 << 13  # 13-bit back-reference distance (stored minus one)
 MIN_MATCH = 3
 MAX_MATCH = 7 + 255 + 2  # length code 7 + extra byte 255, plus 2
 _TYPE_NAMES = {TYPE_STORED: "stored", TYPE_COMPRESSED: "compressed"}
-
-
-class Readable(Protocol):
-    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class BlockError(ValueError):
@@ -149,18 +145,6 @@ def encode_block(raw: bytes) -> bytes:
     return bytes(out)
 
 
-def _read_exactly(src: Readable, n: int) -> bytes:
-    chunks: list[bytes] = []
-    left = n
-    while left > 0:
-        chunk = src.read(left)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def iter_chunks(source: bytes | bytearray | memoryview | Readable, path: str = "<lzf>") -> Iterator[bytes]:
     """Yield the raw content of each chunk, reading ``source`` incrementally.
 
@@ -173,7 +157,7 @@ def iter_chunks(source: bytes | bytearray | memoryview | Readable, path: str = "
     src: Readable = io.BytesIO(bytes(source)) if isinstance(source, (bytes, bytearray, memoryview)) else source
     offset = 0
     while True:
-        head = _read_exactly(src, HEAD.size)
+        head = read_exactly(src, HEAD.size)
         if not head:
             if offset == 0:
                 raise FormatError(path, 0, "an LZF chunk stream", "an empty file", kind="empty")
@@ -192,7 +176,7 @@ def iter_chunks(source: bytes | bytearray | memoryview | Readable, path: str = "
         payload_at = offset + HEAD.size
         raw_len = length
         if ctype == TYPE_COMPRESSED:
-            extra = _read_exactly(src, RAW_LEN.size)
+            extra = read_exactly(src, RAW_LEN.size)
             if len(extra) < RAW_LEN.size:
                 raise FormatError(
                     path,
@@ -213,7 +197,7 @@ def iter_chunks(source: bytes | bytearray | memoryview | Readable, path: str = "
                 )
         elif length == 0:
             raise FormatError(path, offset + 3, "a non-empty stored LZF chunk", "length 0", kind="bad-length")
-        payload = _read_exactly(src, length)
+        payload = read_exactly(src, length)
         if len(payload) < length:
             raise FormatError(
                 path,
