@@ -26,7 +26,7 @@ import enum
 import json
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -151,6 +151,13 @@ def iter_records(raw: bytes, path: str = "<state>", kind: FileKind = "delta") ->
         header = parse_changelog_header(raw, path)
         typed = header.version in TYPED_VERSIONS
         pos = header.size
+    if not typed:
+        # the common case at full speed; anything irregular is left to the careful loop below,
+        # which starts at that record and raises the exact error
+        stopped = yield from _plain_records(raw, pos, kind == "snapshot")
+        if stopped is None:
+            return
+        pos = stopped
     view = memoryview(raw)
     n = len(raw)
 
@@ -223,8 +230,61 @@ def iter_records(raw: bytes, path: str = "<state>", kind: FileKind = "delta") ->
         )
 
 
+def _plain_records(raw: bytes, pos: int, snapshot: bool) -> Generator[Record, None, int | None]:
+    """V1 records from ``pos``; returns None after a clean end marker at the very end of
+    ``raw``, else the offset of the first record it does not judge."""
+    unpack, n = INT.unpack_from, len(raw)
+    put, delete = Op.PUT, Op.DELETE
+    while pos + 4 <= n:
+        (key_len,) = unpack(raw, pos)
+        if key_len == END:
+            return None if pos + 4 == n else pos
+        at = pos + 4 + key_len
+        if key_len < 0 or at + 4 > n:
+            return pos
+        (value_len,) = unpack(raw, at)
+        if value_len >= 0:
+            end = at + 4 + value_len
+            if end > n:
+                return pos
+            yield Record(raw[pos + 4 : at], raw[at + 4 : end], put, pos)
+        elif value_len == END and not snapshot:
+            end = at + 4
+            yield Record(raw[pos + 4 : at], None, delete, pos)
+        else:
+            return pos
+        pos = end
+    return pos
+
+
+def _scan_plain(raw: bytes, pos: int, snapshot: bool) -> tuple[int, int | None]:
+    """(records, None) after a clean walk of V1 records to the end marker at the very end;
+    (records so far, offset) of the first record it does not judge."""
+    unpack, n, count = INT.unpack_from, len(raw), 0
+    while pos + 4 <= n:
+        (key_len,) = unpack(raw, pos)
+        if key_len == END:
+            return count, (None if pos + 4 == n else pos)
+        at = pos + 4 + key_len
+        if key_len < 0 or at + 4 > n:
+            return count, pos
+        (value_len,) = unpack(raw, at)
+        if value_len >= 0 and at + 4 + value_len <= n:
+            pos = at + 4 + value_len
+        elif value_len == END and not snapshot:
+            pos = at + 4
+        else:
+            return count, pos
+        count += 1
+    return count, pos
+
+
 def verify(raw: bytes, path: str = "<state>", kind: FileKind = "delta") -> int:
     """Walk the whole stream; return the record count or raise FormatError where it breaks."""
+    if kind in ("delta", "snapshot"):
+        count, stopped = _scan_plain(raw, 0, kind == "snapshot")
+        if stopped is None:
+            return count
     return sum(1 for _ in iter_records(raw, path, kind))
 
 

@@ -623,8 +623,23 @@ def _fast_var(fixed: int) -> Any:
     return bounds
 
 
-@functools.lru_cache(maxsize=256)
+_COMPILED: dict[int, tuple[StructType, Any]] = {}
+
+
 def _compiled(schema: StructType) -> Any:
+    """The compiled decoder of ``schema``, cached by identity (hashing a schema per row costs
+    more than decoding it)."""
+    hit = _COMPILED.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_COMPILED) > 1024:
+        _COMPILED.clear()
+    fn = _compile(schema)
+    _COMPILED[id(schema)] = (schema, fn)
+    return fn
+
+
+def _compile(schema: StructType) -> Any:
     """A decoder for rows of ``schema`` that unpacks every fixed slot with one precompiled
     ``struct`` call. It handles top-level atomic fields itself, hands nested and large values
     to the careful decoder field by field, and gives up (``_Slow``) on anything suspicious so

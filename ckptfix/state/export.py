@@ -29,27 +29,33 @@ PARQUET_BATCH_ROWS = 65_536
 
 def _plain(value: Any) -> Any:
     """A JSON-ready form of a decoded value."""
-    if value is None or isinstance(value, (bool, int, str)):
+    kind = type(value)
+    if kind in _AS_IS:
+        if kind is float and (value != value or value in _INFINITE):
+            return str(value)
         return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
-    if isinstance(value, decimal.Decimal):
+    if kind is dict:
+        # a struct (field names) or a map; map keys share one type, so the first one tells
+        if not value or type(next(iter(value))) is str:
+            return {k: _plain(v) for k, v in value.items()}
+        return [{"key": _plain(k), "value": _plain(v)} for k, v in value.items()]
+    if kind is list or kind is tuple:
+        return [_plain(v) for v in value]
+    if kind is decimal.Decimal:
         return _DECIMAL_MARK + str(value)
-    if isinstance(value, dt.datetime):
+    if kind is dt.datetime:
         if value.tzinfo is not None:
             return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
         return value.isoformat()
-    if isinstance(value, dt.date):
+    if kind is dt.date:
         return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
+    if kind is bytes or kind is bytearray:
         return base64.b64encode(value).decode()
-    if isinstance(value, Mapping):
-        if all(isinstance(k, str) for k in value):
-            return {k: _plain(v) for k, v in value.items()}
-        return [{"key": _plain(k), "value": _plain(v)} for k, v in value.items()]
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
     return str(value)
+
+
+_AS_IS = {type(None), bool, int, str, float}
+_INFINITE = (float("inf"), float("-inf"))
 
 
 # a decimal's digits travel through json.dumps as a marked string and are unquoted after it
