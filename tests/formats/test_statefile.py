@@ -326,3 +326,27 @@ def test_bad_lineage_json() -> None:
 def test_random_bytes_only_raise_format_error(data: bytes, kind: statefile.FileKind) -> None:
     with contextlib.suppress(FormatError):
         statefile.verify(data, "x", kind)
+
+
+@given(st.lists(st.one_of(puts, deletes), max_size=8), st.data())
+def test_fast_walk_agrees_with_the_careful_one(records: list[Record], data: st.DataObject) -> None:
+    """The fast V1 loop and the framing scan give what the careful record loop gives (records,
+    count, or the same error at the same offset), on intact and damaged streams."""
+    from ckptfix.formats.statefile import _scan_plain
+
+    raw = bytearray(statefile._v1_records(records, allow_delete=True))
+    if raw and data.draw(st.booleans()):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    raw = raw[: data.draw(st.integers(0, len(raw)))] if data.draw(st.booleans()) else raw
+    for kind in ("delta", "snapshot"):
+        blob = bytes(raw)
+        try:
+            expected = list(statefile.iter_records(blob, "p", kind))  # type: ignore[arg-type]
+        except FormatError as exc:
+            with pytest.raises(FormatError) as again:
+                statefile.verify(blob, "p", kind)  # type: ignore[arg-type]
+            assert (again.value.offset, again.value.kind) == (exc.offset, exc.kind)
+            continue
+        assert statefile.verify(blob, "p", kind) == len(expected)  # type: ignore[arg-type]
+        count, stopped = _scan_plain(blob, 0, kind == "snapshot")
+        assert stopped is None and count == len(expected)
