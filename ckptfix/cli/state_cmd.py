@@ -96,9 +96,27 @@ def _reader(engine: str, changes: bool) -> Callable[..., Any]:
     return run
 
 
-def _write(read: Any, fmt: DataFormat, out_path: str | None) -> int:
+def _parallel(read: Any, fmt: DataFormat, jobs: int | None, engine: str) -> int:
+    """How many worker processes to read with: --jobs, else one per core for a local
+    checkpoint (remote stores keep one process: their clients do not survive a fork)."""
+    from ckptfix.state import parallel
+
+    parts = len(read.selection.partitions)
+    if engine != "local" or fmt is DataFormat.parquet or parts < 2 or not parallel.available():
+        return 1
+    if jobs is not None:
+        return max(1, min(jobs, parts))
+    local = (
+        read.selection.ckpt.location.url.startswith(("file://", "/")) or "://" not in read.selection.ckpt.location.url
+    )
+    return parallel.default_jobs(parts) if local else 1
+
+
+def _write(read: Any, fmt: DataFormat, out_path: str | None, jobs: int = 1) -> int:
     from ckptfix.state import export
 
+    if jobs > 1:
+        return _write_parallel(read, fmt, out_path, jobs)
     if fmt is DataFormat.parquet:
         if out_path is None:
             raise UsageError("--format parquet needs --out FILE")
@@ -111,12 +129,39 @@ def _write(read: Any, fmt: DataFormat, out_path: str | None) -> int:
     return _to_file(out_path, "w", lambda f: _rows_to(f, read, fmt))
 
 
+def _write_parallel(read: Any, fmt: DataFormat, out_path: str | None, jobs: int) -> int:
+    from ckptfix.state import export, parallel
+
+    if fmt is DataFormat.csv:
+        header, to_text = (
+            export.csv_header(read.columns, read.schemas),
+            export.csv_line_maker(read.columns, read.schemas),
+        )
+    else:
+        header, to_text = "", export.json_line_maker(read.columns, read.schemas)
+    chunks = parallel.parallel_text(read.selection.partitions, read.partition_rows, to_text, jobs)
+
+    def emit(stream: IO[str]) -> int:
+        n = 0
+        stream.write(header)
+        for chunk, rows in chunks:
+            stream.write(chunk)
+            n += rows
+        return n
+
+    if out_path is None:
+        n = emit(sys.stdout)
+        sys.stdout.flush()
+        return n
+    return _to_file(out_path, "w", emit)
+
+
 def _rows_to(stream: IO[str], read: Any, fmt: DataFormat) -> int:
     from ckptfix.state import export
 
     if fmt is DataFormat.csv:
         return export.write_csv(read.rows, stream, read.columns, read.schemas)
-    return export.write_jsonl(read.rows, stream)
+    return export.write_jsonl(read.rows, stream, read.columns, read.schemas)
 
 
 def _to_file(path: str, mode: str, fn: Callable[[Any], int]) -> int:
@@ -212,6 +257,9 @@ def read(
     fmt: DataFormat = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
+    jobs: int | None = typer.Option(
+        None, "--jobs", "-j", help="Worker processes (default: one per core for a local checkpoint, jsonl/csv)."
+    ),
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
 ) -> None:
@@ -235,7 +283,7 @@ def read(
             storage_options=opts,
             **_schemas(key_schema, value_schema),
         )
-        return result, _write(result, fmt, out_path)
+        return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
 
     result, n = _guard_rows(fmt, run)
     _summary(result, n, "rows")

@@ -10,7 +10,8 @@ batch read, as Spark's reader takes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,14 @@ class StateRead:
     meta: dict[str, Any] = field(default_factory=dict)
     #: column -> Spark type (for typed outputs such as Parquet)
     schemas: dict[str, DataType] = field(default_factory=dict)
+    #: the rows of a selection (the same read restricted to other partitions)
+    make_rows: Callable[[Selection, StateRead], Iterator[dict[str, Any]]] | None = None
+
+    def partition_rows(self, partition: int) -> Iterator[dict[str, Any]]:
+        """The rows of one of the selected partitions, read afresh (for parallel readers)."""
+        assert self.make_rows is not None
+        one = dataclasses.replace(self.selection, partitions=[partition])
+        return self.make_rows(one, StateRead(one, self.columns, iter(()), schemas=self.schemas))
 
     @property
     def version(self) -> int:
@@ -325,6 +334,7 @@ def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -
         sch = _schema(sel, sel.store_name)
         read.schemas = {"key": sch.key, "value": sch.value}
     read.schemas["partition_id"] = IntegerType()
+    read.make_rows = lambda one, r: _rows(one, r, flatten)
     read.rows = _rows(sel, read, flatten)
     return read
 
@@ -522,6 +532,7 @@ def read_changes(
         read.schemas.update({"key": sch.key, "value": sch.value})
     read.schemas["partition_id"] = IntegerType()
     read.columns = list(read.schemas)
+    read.make_rows = lambda one, r: _changes(one, from_batch, r)
     read.rows = _changes(sel, from_batch, read)
     return read
 

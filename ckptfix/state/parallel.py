@@ -1,0 +1,105 @@
+"""Read partitions in parallel worker processes, each turning its rows into text.
+
+The partitions of a store are independent, so ``state read --jobs N`` forks N workers that
+take partitions from a queue, read them with the local engine (the already listed
+checkpoint is inherited, nothing is listed again) and send back chunks of JSON lines or CSV
+rows. The parent writes the chunks as they come; rows of different partitions interleave,
+rows are never changed. A worker's error reaches the parent as the same one-line error, and
+the remaining workers are stopped.
+
+Forking needs a platform with ``fork``; elsewhere, and for one job, reading stays in-process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_module
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ckptfix.errors import CkptfixError
+
+CHUNK_ROWS = 4096
+_DONE = "done"
+_ERROR = "error"
+_TEXT = "text"
+
+
+def available() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def default_jobs(partitions: int) -> int:
+    return max(1, min(partitions, os.cpu_count() or 1))
+
+
+def _worker(
+    read_partition: Callable[[int], Iterator[Any]], to_text: Callable[[Any], str], tasks: Any, out: Any
+) -> None:
+    try:
+        for part in iter(tasks.get, None):
+            lines: list[str] = []
+            for row in read_partition(part):
+                lines.append(to_text(row))
+                if len(lines) >= CHUNK_ROWS:
+                    out.put((_TEXT, ("".join(lines), len(lines))))
+                    lines = []
+            if lines:
+                out.put((_TEXT, ("".join(lines), len(lines))))
+        out.put((_DONE, None))
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        out.put((_ERROR, (type(exc), str(exc), getattr(exc, "__dict__", {}))))
+
+
+def _rebuilt(kind: type, message: str, attrs: dict[str, Any]) -> BaseException:
+    if isinstance(kind, type) and issubclass(kind, CkptfixError):
+        exc = kind.__new__(kind)
+        exc.__dict__.update(attrs)
+        exc.args = (message,)
+        return exc
+    if isinstance(kind, type) and issubclass(kind, OSError):
+        return kind(message)
+    return RuntimeError(f"{kind.__name__}: {message}")
+
+
+def parallel_text(
+    partitions: list[int],
+    read_partition: Callable[[int], Iterator[Any]],
+    to_text: Callable[[Any], str],
+    jobs: int,
+) -> Iterator[tuple[str, int]]:
+    """(text, rows in it) chunks of every partition's rows, read by ``jobs`` forked workers."""
+    ctx = multiprocessing.get_context("fork")
+    tasks = ctx.Queue()
+    out = ctx.Queue(maxsize=4 * jobs)
+    for part in partitions:
+        tasks.put(part)
+    workers = [
+        ctx.Process(target=_worker, args=(read_partition, to_text, tasks, out), daemon=True) for _ in range(jobs)
+    ]
+    for _ in workers:
+        tasks.put(None)
+    for w in workers:
+        w.start()
+    running = len(workers)
+    try:
+        while running:
+            try:
+                tag, payload = out.get(timeout=1.0)
+            except queue_module.Empty:
+                if not any(w.is_alive() for w in workers):
+                    raise RuntimeError("a state reader process died without a word") from None
+                continue
+            if tag == _TEXT:
+                yield payload
+            elif tag == _DONE:
+                running -= 1
+            else:
+                raise _rebuilt(*payload)
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
+        for w in workers:
+            w.join(timeout=5)
