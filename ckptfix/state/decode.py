@@ -20,7 +20,7 @@ flipped.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ckptfix.errors import FormatError
@@ -208,6 +208,27 @@ def column_family_of(key: bytes) -> int:
     return CF.unpack_from(key, 0)[0] if len(key) >= CF.size else -1
 
 
-def plain_rows(pairs: Iterable[Pair], dec: Decoder, partition: int) -> Iterator[dict[str, Any]]:
-    for k, v, path, k_at, v_at in pairs:
-        yield {"key": dec.key(k, path, k_at), "value": dec.value(v, path, v_at), "partition_id": partition}
+def plain_rows(
+    pairs: Iterable[Pair],
+    dec: Decoder,
+    partition: int,
+    locate: Callable[[bytes], tuple[str, int, int]] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Rows of plain key/value stores. ``locate`` finds the file position of a pair yielded
+    without one, so that its decoding error names the file and offset."""
+    for pair in pairs:
+        key, value = decode_pair(dec, pair, locate)
+        yield {"key": key, "value": value, "partition_id": partition}
+
+
+def decode_pair(
+    dec: Decoder, pair: Pair, locate: Callable[[bytes], tuple[str, int, int]] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    k, v, path, k_at, v_at = pair
+    if k_at >= 0 or locate is None:
+        return dec.key(k, path, max(k_at, 0)), dec.value(v, path, max(v_at, 0))
+    try:
+        return dec.key(k, path, 0), dec.value(v, path, 0)
+    except FormatError:
+        path, k_at, v_at = locate(k)  # the error again, with the file and offset
+        return dec.key(k, path, k_at), dec.value(v, path, v_at)

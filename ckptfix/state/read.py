@@ -32,7 +32,7 @@ from ckptfix.formats.unsaferow import (
 )
 from ckptfix.state import chain as chains
 from ckptfix.state import records
-from ckptfix.state.decode import Decoder, column_family_of, plain_rows
+from ckptfix.state.decode import Decoder, column_family_of, decode_pair, plain_rows
 from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, store_schema
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -93,6 +93,8 @@ class StateRead:
     meta: dict[str, Any] = field(default_factory=dict)
     #: column -> Spark type (for typed outputs such as Parquet)
     schemas: dict[str, DataType] = field(default_factory=dict)
+    #: where the pair of a key came from, for pairs read without their position (HDFS deltas)
+    locate: Callable[[bytes], tuple[str, int, int]] | None = None
     #: the rows of a selection (the same read restricted to other partitions)
     make_rows: Callable[[Selection, StateRead], Iterator[dict[str, Any]]] | None = None
 
@@ -291,6 +293,7 @@ def _store(sel: Selection, partition: int, name: str) -> StoreDir:
 def _pairs(sel: Selection, stack: ExitStack, store: StoreDir, read: StateRead) -> Iterator[records.Pair]:
     chain = store_chain(sel, store)
     read.chains[store.partition] = chain.describe()
+    read.locate = lambda key: records.locate(sel.ckpt, chain, sel.codec, key, sel.row_checksum)
     if sel.provider == "hdfs":
         return records.hdfs_pairs(sel.ckpt, chain, sel.codec, sel.row_checksum)
     delimiter = sel.delimiter
@@ -355,7 +358,8 @@ def _rows(sel: Selection, read: StateRead, flatten: bool) -> Iterator[dict[str, 
                     sel.ckpt.display(store.rel),
                     row_checksum=sel.row_checksum and sel.provider == "rocksdb",
                 )
-                yield from plain_rows(_pairs(sel, stack, store, read), dec, part)
+                pairs = _pairs(sel, stack, store, read)
+                yield from plain_rows(pairs, dec, part, read.locate)
 
 
 # ---------------------------------------------------------------- stream-stream join
@@ -384,19 +388,18 @@ def _join_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead) -> 
     last = values_sch.value.fields[-1] if values_sch.value.fields else None
     matched = last is not None and last.name == "matched" and isinstance(last.data_type, BooleanType)
     by_key: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
-    for k, v, path, k_at, v_at in _pairs(sel, stack, values_store, read):
-        key = vdec.key(k, path, k_at)
+    for pair in _pairs(sel, stack, values_store, read):
+        key, value = decode_pair(vdec, pair, read.locate)
         index = key.pop(index_key)
-        by_key.setdefault(_freeze(key), {})[index] = vdec.value(v, path, v_at)
-    for k, v, path, k_at, v_at in _pairs(sel, stack, counts_store, read):
-        key = cdec.key(k, path, k_at)
-        count = next(iter(cdec.value(v, path, v_at).values()))
+        by_key.setdefault(_freeze(key), {})[index] = value
+    for pair in _pairs(sel, stack, counts_store, read):
+        key, counted = decode_pair(cdec, pair, read.locate)
+        count = next(iter(counted.values()))
         values = by_key.get(_freeze(key), {})
         for i in range(count or 0):
-            value = values.get(i)
-            if value is not None:
-                if matched:  # Spark 4.x's joinSide view shows the input row, not the matched flag
-                    value = {k: v for k, v in value.items() if k != "matched"}
+            stored = values.get(i)
+            if stored is not None:
+                value = {k: v for k, v in stored.items() if k != "matched"} if matched else stored
                 yield {"key": key, "value": value, "partition_id": part}
 
 

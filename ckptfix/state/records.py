@@ -78,7 +78,9 @@ def _strip_checksum(value: bytes, path: str, offset: int) -> bytes:
 def hdfs_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, row_checksum: bool = False) -> Iterator[Pair]:
     """(key, value) UnsafeRow bytes of an HDFS-backed store at ``chain.version``."""
     sidecars = chain.store.checksums
-    overlay: dict[bytes, tuple[bytes, str, int, int] | None] = {}
+    # key -> latest value (None: removed). Only bytes are kept, not where they came from
+    # (that would double the memory); :func:`locate` finds it again for an error message
+    overlay: dict[bytes, bytes | None] = {}
     for step in chain.steps:
         path = inner(ckpt, step.rel, codec_name)
         for rec in file_records(ckpt, step, codec_name, sidecars):
@@ -88,15 +90,12 @@ def hdfs_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, row_checksum: bo
             value = rec.value
             if value is not None and row_checksum:
                 value = _strip_checksum(value, path, rec.offset)
-            if value is None:
-                overlay[key] = None
-            else:
-                at = rec.offset + 8 + len(rec.key) + (ROW_CHECKSUM_BYTES if row_checksum else 0)
-                overlay[key] = (trim_value(value), path, rec.offset + 4, at)
-    # the (few) keys the deltas decide first: a bad row there surfaces before the bulk
+            overlay[key] = None if value is None else trim_value(value)
+    # the keys the deltas decide first: a bad row there surfaces before the bulk
+    where = f"{ckpt.display(chain.store.rel)} ({chain.describe()})"
     for key, maybe in overlay.items():
         if maybe is not None:
-            yield key, maybe[0], maybe[1], maybe[2], maybe[3]
+            yield key, maybe, where, UNKNOWN, UNKNOWN
     if chain.base is not None:
         path = inner(ckpt, chain.base.rel, codec_name)
         for rec in file_records(ckpt, chain.base, codec_name, sidecars):
@@ -106,6 +105,26 @@ def hdfs_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, row_checksum: bo
             value = _strip_checksum(rec.value, path, rec.offset) if row_checksum else rec.value
             at = rec.offset + 8 + len(rec.key) + (ROW_CHECKSUM_BYTES if row_checksum else 0)
             yield rec.key, trim_value(value), path, rec.offset + 4, at
+
+
+UNKNOWN = -1  # offset of a pair whose file position was not kept (see locate)
+
+
+def locate(
+    ckpt: Checkpoint, chain: Chain, codec_name: str, key: bytes, row_checksum: bool = False
+) -> tuple[str, int, int]:
+    """(path, key offset, value offset) of the record that gave ``key`` its value in the
+    deltas of ``chain``: the last write wins, so the newest delta holding it."""
+    for step in reversed(chain.steps):
+        path = inner(ckpt, step.rel, codec_name)
+        found = None
+        for rec in file_records(ckpt, step, codec_name, chain.store.checksums):
+            if rec.key == key and rec.value is not None:
+                found = rec
+        if found is not None:
+            at = found.offset + 8 + len(found.key) + (ROW_CHECKSUM_BYTES if row_checksum else 0)
+            return path, found.offset + 4, at
+    return ckpt.display(chain.store.rel), 0, 0
 
 
 @contextmanager
