@@ -102,7 +102,7 @@ def _parallel(read: Any, fmt: DataFormat, jobs: int | None, engine: str) -> int:
     from ckptfix.state import parallel
 
     parts = len(read.selection.partitions)
-    if engine != "local" or fmt is DataFormat.parquet or parts < 2 or not parallel.available():
+    if engine != "local" or parts < 2 or not parallel.available():
         return 1
     if jobs is not None:
         return max(1, min(jobs, parts))
@@ -131,6 +131,15 @@ def _write(read: Any, fmt: DataFormat, out_path: str | None, jobs: int = 1) -> i
 
 def _write_parallel(read: Any, fmt: DataFormat, out_path: str | None, jobs: int) -> int:
     from ckptfix.state import export, parallel
+
+    if fmt is DataFormat.parquet:
+        if out_path is None:
+            raise UsageError("--format parquet needs --out FILE")
+        cols, types = read.columns, read.schemas
+        blobs = parallel.parallel_chunks(
+            read.selection.partitions, read.partition_rows, lambda rows: export.arrow_chunk(rows, cols, types), jobs
+        )
+        return _to_file(out_path, "wb", lambda f: export.write_parquet_chunks(blobs, f, cols, types))
 
     if fmt is DataFormat.csv:
         header, to_text = (
@@ -258,7 +267,7 @@ def read(
     out_path: str | None = OutOption,
     engine: str = EngineOption,
     jobs: int | None = typer.Option(
-        None, "--jobs", "-j", help="Worker processes (default: one per core for a local checkpoint, jsonl/csv)."
+        None, "--jobs", "-j", help="Worker processes (default: one per core for a local checkpoint)."
     ),
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,

@@ -24,7 +24,7 @@ from ckptfix.errors import MissingExtra
 from ckptfix.formats import unsaferow as u
 
 FORMATS = ("jsonl", "csv", "parquet")
-PARQUET_BATCH_ROWS = 65_536
+PARQUET_BATCH_ROWS = 16_384
 
 
 def _plain(value: Any) -> Any:
@@ -273,6 +273,39 @@ def write_parquet(
         if batch or n == 0:
             writer.write_table(pa.Table.from_pylist(batch, schema=schema))
             n += len(batch)
+    return n
+
+
+def arrow_chunk(rows: list[Mapping[str, Any]], columns: list[str], schemas: Mapping[str, u.DataType]) -> bytes:
+    """Rows as one Arrow IPC stream (what a parallel worker sends to the Parquet writer)."""
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
+    table = pa.Table.from_pylist(
+        [{c: _arrow_value(schemas[c], r.get(c)) for c in columns} for r in rows], schema=schema
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def write_parquet_chunks(
+    chunks: Iterable[tuple[bytes, int]], target: str | IO[bytes], columns: list[str], schemas: Mapping[str, u.DataType]
+) -> int:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingExtra("pyarrow", "arrow") from None
+    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
+    n = 0
+    with pq.ParquetWriter(target, schema) as writer:
+        for data, rows in chunks:
+            writer.write_table(pa.ipc.open_stream(data).read_all())
+            n += rows
+        if n == 0:
+            writer.write_table(pa.Table.from_pylist([], schema=schema))
     return n
 
 

@@ -35,18 +35,18 @@ def default_jobs(partitions: int) -> int:
 
 
 def _worker(
-    read_partition: Callable[[int], Iterator[Any]], to_text: Callable[[Any], str], tasks: Any, out: Any
+    read_partition: Callable[[int], Iterator[Any]], encode: Callable[[list[Any]], Any], tasks: Any, out: Any
 ) -> None:
     try:
         for part in iter(tasks.get, None):
-            lines: list[str] = []
+            rows: list[Any] = []
             for row in read_partition(part):
-                lines.append(to_text(row))
-                if len(lines) >= CHUNK_ROWS:
-                    out.put((_TEXT, ("".join(lines), len(lines))))
-                    lines = []
-            if lines:
-                out.put((_TEXT, ("".join(lines), len(lines))))
+                rows.append(row)
+                if len(rows) >= CHUNK_ROWS:
+                    out.put((_TEXT, (encode(rows), len(rows))))
+                    rows = []
+            if rows:
+                out.put((_TEXT, (encode(rows), len(rows))))
         out.put((_DONE, None))
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         out.put((_ERROR, (type(exc), str(exc), getattr(exc, "__dict__", {}))))
@@ -70,14 +70,23 @@ def parallel_text(
     jobs: int,
 ) -> Iterator[tuple[str, int]]:
     """(text, rows in it) chunks of every partition's rows, read by ``jobs`` forked workers."""
+    return parallel_chunks(partitions, read_partition, lambda rows: "".join(map(to_text, rows)), jobs)
+
+
+def parallel_chunks(
+    partitions: list[int],
+    read_partition: Callable[[int], Iterator[Any]],
+    encode: Callable[[list[Any]], Any],
+    jobs: int,
+) -> Iterator[tuple[Any, int]]:
+    """(encoded chunk, rows in it) of every partition's rows, read by ``jobs`` forked workers;
+    ``encode`` turns a list of rows into something picklable (text, Arrow IPC bytes)."""
     ctx = multiprocessing.get_context("fork")
     tasks = ctx.Queue()
     out = ctx.Queue(maxsize=4 * jobs)
     for part in partitions:
         tasks.put(part)
-    workers = [
-        ctx.Process(target=_worker, args=(read_partition, to_text, tasks, out), daemon=True) for _ in range(jobs)
-    ]
+    workers = [ctx.Process(target=_worker, args=(read_partition, encode, tasks, out), daemon=True) for _ in range(jobs)]
     for _ in workers:
         tasks.put(None)
     for w in workers:

@@ -46,3 +46,19 @@ def test_parallel_workers_give_the_same_rows(tmp_path: Path) -> None:
         )
         assert one.exit_code == 0 and many.exit_code == 0, many.output
         assert sorted(one.stdout.splitlines()) == sorted(out.read_text().splitlines())
+
+
+def test_parallel_parquet_equals_one_process(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    runner = CliRunner()
+    tables = []
+    for jobs in ("1", "3"):
+        out = tmp_path / f"rows-{jobs}.parquet"
+        res = runner.invoke(
+            app,
+            ["state", "read", str(FIXTURES / "hdfs"), "--version", "4", "-f", "parquet", "-j", jobs, "--out", str(out)],
+        )
+        assert res.exit_code == 0, res.output
+        tables.append(sorted(map(str, pq.read_table(out).to_pylist())))
+    assert tables[0] == tables[1] and len(tables[0]) == 4
