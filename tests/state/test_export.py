@@ -18,6 +18,8 @@ from ckptfix.state.export import csv_header, csv_line_maker, json_line_maker, to
 from tests.formats.test_unsaferow import schemas_and_rows
 from tests.state.test_read_fixtures import FIXTURES
 
+TWO_PARTITIONS = str(FIXTURES.parent / "state_rowchecksum" / "hdfs")  # real 4.3 checkpoint, 2 partitions
+
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(schemas_and_rows(), schemas_and_rows())
@@ -39,13 +41,12 @@ def test_compiled_json_lines_equal_the_generic_ones(
 def test_parallel_workers_give_the_same_rows(tmp_path: Path) -> None:
     runner = CliRunner()
     for fmt in ("jsonl", "csv"):
-        one = runner.invoke(app, ["state", "read", str(FIXTURES / "hdfs"), "--version", "4", "-f", fmt, "-j", "1"])
+        one = runner.invoke(app, ["state", "read", TWO_PARTITIONS, "-f", fmt, "-j", "1"])
         out = tmp_path / f"rows.{fmt}"
-        many = runner.invoke(
-            app, ["state", "read", str(FIXTURES / "hdfs"), "--version", "4", "-f", fmt, "-j", "4", "--out", str(out)]
-        )
+        many = runner.invoke(app, ["state", "read", TWO_PARTITIONS, "-f", fmt, "-j", "4", "--out", str(out)])
         assert one.exit_code == 0 and many.exit_code == 0, many.output
         assert sorted(one.stdout.splitlines()) == sorted(out.read_text().splitlines())
+        assert len(one.stdout.splitlines()) == 4 + (fmt == "csv")
 
 
 def test_parallel_parquet_equals_one_process(tmp_path: Path) -> None:
