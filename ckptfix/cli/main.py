@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -71,6 +72,15 @@ def main(argv: list[str] | None = None) -> None:
         elif message.strip():  # no-args help has already been printed
             print(f"ckptfix: error: {message}", file=sys.stderr)
         sys.exit(2)
+    except Exception as exc:  # a bug in ckptfix: one line, not a traceback (CKPTFIX_DEBUG=1 shows it)
+        if os.environ.get("CKPTFIX_DEBUG"):
+            raise
+        message = f"internal error ({type(exc).__name__}: {exc}); please report it, CKPTFIX_DEBUG=1 shows the traceback"
+        if _json_requested(args):
+            print(jsonout.error(message, "InternalError"))
+        else:
+            print(f"ckptfix: {message}", file=sys.stderr)
+        sys.exit(3)
     sys.exit(code if isinstance(code, int) else 0)
 
 

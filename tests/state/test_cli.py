@@ -148,3 +148,27 @@ def test_ls_names_the_missing_file_of_each_unloadable_range(tmp_path: Path) -> N
     assert "version 3 cannot load: state/0/0/3.delta is missing" in res.stdout
     doc = json.loads(run("state", "ls", str(ckpt), "-f", "json").stdout)
     assert doc["operators"][0]["partitions"][0]["unloadable"] == {"1": "state/0/0/1.delta", "3": "state/0/0/3.delta"}
+
+
+def test_a_bug_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The crash handler of the entry point: a stand-in bug (the only patched function in this
+    suite; it tests what main() does with an exception nobody expected)."""
+    import ckptfix.state.inventory as inventory
+    from ckptfix.cli.main import main
+
+    def bug(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(inventory, "list_state", bug)
+    monkeypatch.delenv("CKPTFIX_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["state", "ls", HDFS])
+    assert exit_info.value.code == 3
+    err = capsys.readouterr().err
+    assert (
+        err.strip()
+        == "ckptfix: internal error (RuntimeError: boom); please report it, CKPTFIX_DEBUG=1 shows the traceback"
+    )
+    with pytest.raises(SystemExit):
+        main(["state", "ls", HDFS, "-f", "json"])
+    assert json.loads(capsys.readouterr().out)["error"]["kind"] == "InternalError"
