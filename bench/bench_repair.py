@@ -74,8 +74,11 @@ def run(url: str, options: dict[str, Any], back: int, local_root: Path | None, r
     t = time.perf_counter()
     engine.undo(loc, backup, run_id, force=True)
     t_undo = time.perf_counter() - t
-    wrong = [p for p, sha in originals.items()
-             if (data := loc.read_if_exists(p)) is None or hashlib.sha256(data).hexdigest() != sha]
+    wrong = [
+        p
+        for p, sha in originals.items()
+        if (data := loc.read_if_exists(p)) is None or hashlib.sha256(data).hexdigest() != sha
+    ]
     return {
         "rollback_to": latest - back,
         "actions": len(plan.actions),
@@ -149,8 +152,13 @@ def main() -> int:
         shutil.copytree(cached, scratch)
         try:
             print("[local] plan + apply + undo ...", file=sys.stderr)
-            rows.append({"target": "local", "files": summary["files"], **run(str(scratch), {}, args.back, scratch,
-                                                                             NoRecorder())})
+            rows.append(
+                {
+                    "target": "local",
+                    "files": summary["files"],
+                    **run(str(scratch), {}, args.back, scratch, NoRecorder()),
+                }
+            )
         finally:
             shutil.rmtree(scratch.parent)
     if not args.no_s3:
@@ -169,18 +177,29 @@ def main() -> int:
             instrumented = fsspec.filesystem("s3", **s3_options(options))  # the instance ckptfix gets
             recorder = S3Recorder(instrumented, url[5:])
             print("[s3] plan + apply + undo ...", file=sys.stderr)
-            rows.append({"target": "s3 (moto)", "files": summary["files"], **run(url, options, args.back, None,
-                                                                                 recorder)})
+            rows.append(
+                {"target": "s3 (moto)", "files": summary["files"], **run(url, options, args.back, None, recorder)}
+            )
     for r in rows:
-        print(f"{r['target']:>10}  files {r['files']:>7}  actions {r['actions']:>5}  plan {r['seconds']['plan']:>6}s  "
-              f"apply {r['seconds']['apply']:>6}s  undo {r['seconds']['undo']:>6}s  outside plan "
-              f"{r['touched_outside_plan_count']}  not restored {len(r['not_restored_by_undo'])}")
+        print(
+            f"{r['target']:>10}  files {r['files']:>7}  actions {r['actions']:>5}  plan {r['seconds']['plan']:>6}s  "
+            f"apply {r['seconds']['apply']:>6}s  undo {r['seconds']['undo']:>6}s  outside plan "
+            f"{r['touched_outside_plan_count']}  not restored {len(r['not_restored_by_undo'])}"
+        )
         for phase, ops in r["requests"].items():
             print(f"{'':>12}{phase}: {ops}")
     out = args.results or HERE / "results" / f"{dt.date.today().isoformat()}-repair.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                               "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     print(f"results: {out}")
     bad = [r for r in rows if r["touched_outside_plan_count"] or r["not_restored_by_undo"]]
     return 1 if bad else 0

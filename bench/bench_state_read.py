@@ -1,0 +1,573 @@
+"""Benchmark: `ckptfix state read` against Spark's `statestore` reader on a 1M-key checkpoint.
+
+The checkpoint is written by real Spark (pyspark in the dev venv, local[2], 4 shuffle
+partitions): a streaming ``groupBy(user).agg(count, sum)`` over a parquet file source read one
+file per micro-batch. Batch 0 brings all 1,000,000 keys, batches 1..10 update 100,000 keys each,
+so the last committed version (11) holds 1M keys, 250k per partition. It is built once per state
+provider and cached in ``$TMPDIR/ckptfix-bench/state-1m-<provider>``:
+
+* ``hdfs``: the default HDFSBackedStateStoreProvider;
+* ``rocksdb``: RocksDBStateStoreProvider with changelog checkpointing.
+
+Every measurement runs in a fresh child process, one after another, on the latest committed
+version; the peak RSS of a child's whole process tree (for Spark: python + java) is the
+maximum over 50 ms polls of the sum of ``VmRSS`` in ``/proc``, and each process's own
+``VmHWM`` is recorded too (their max is exact for a one-process child).
+
+    python bench/bench_state_read.py                       # both providers
+    python bench/bench_state_read.py --provider rocksdb --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+#: where the children import ckptfix from and run (see ``--live-code``)
+CODE_ROOT = ROOT
+KEYS = 1_000_000
+UPDATE_BATCHES = 10
+UPDATES_PER_BATCH = 100_000
+PARTITIONS = 4
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER_CONF = {
+    "hdfs": {},
+    "rocksdb": {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    },
+}
+SPARK_CONF = {
+    "spark.master": "local[2]",
+    "spark.driver.memory": "4g",
+    "spark.sql.shuffle.partitions": str(PARTITIONS),
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+# ---------------------------------------------------------------- process-tree measurement
+
+
+def _proc_children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def _tree(pid: int) -> list[int]:
+    kids, out, todo = _proc_children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of a process so far, in clock ticks (0 once gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _mem_kb(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) in kB; (0, 0) once the process is gone or a zombie."""
+    rss = hwm = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+    except OSError:
+        pass
+    return rss, hwm
+
+
+def measure(argv: list[str], *, env: dict[str, str] | None = None, poll: float = 0.05) -> dict[str, Any]:
+    """Run ``argv``; wall time, peak memory and CPU time of its process tree (CPU: the last
+    poll's utime + stime of every process seen, so up to one poll interval is missed)."""
+    t0 = time.perf_counter()
+    ticks: dict[int, int] = {}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=CODE_ROOT, text=True)
+    peak_tree_kb, hwm_kb, names = 0, {}, {}
+    tree_every, tree, n = 20, [proc.pid], 0
+    while proc.poll() is None:
+        if n % tree_every == 0:  # rescanning /proc is not free: every 20 polls (1 s)
+            tree = _tree(proc.pid)
+        n += 1
+        total = 0
+        for p in tree:
+            rss, hwm = _mem_kb(p)
+            total += rss
+            ticks[p] = max(ticks.get(p, 0), _cpu_ticks(p))
+            if hwm:
+                hwm_kb[p] = max(hwm_kb.get(p, 0), hwm)
+                if p not in names:
+                    try:
+                        names[p] = Path(f"/proc/{p}/comm").read_text().strip()
+                    except OSError:
+                        names[p] = "?"
+        peak_tree_kb = max(peak_tree_kb, total)
+        time.sleep(poll)
+    stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - t0
+    return {
+        "argv": argv,
+        "rc": proc.returncode,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(sum(ticks.values()) / os.sysconf("SC_CLK_TCK"), 2),
+        "peak_tree_rss_mb": round(peak_tree_kb / 1024, 1),
+        "peak_hwm_mb": round(max(hwm_kb.values(), default=0) / 1024, 1),
+        "hwm_by_process_mb": {f"{names.get(p, '?')}[{p}]": round(v / 1024, 1) for p, v in hwm_kb.items()},
+        "stdout": stdout[-4000:],
+        "stderr": stderr[-4000:],
+    }
+
+
+# ---------------------------------------------------------------- building the checkpoint
+
+
+def _spark(app: str, extra: dict[str, str]) -> Any:
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app)
+    for k, v in {**SPARK_CONF, **extra}.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _write_inputs(inputs: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    inputs.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("user", pa.string()), ("v", pa.int64())])
+    base = time.time() - 3600
+    rows = 0
+    for b in range(UPDATE_BATCHES + 1):
+        ids = list(range(KEYS)) if b == 0 else random.Random(b).sample(range(KEYS), UPDATES_PER_BATCH)
+        table = pa.table({"user": [f"u{i:07d}" for i in ids], "v": [(i * 7 + b) % 1000 for i in ids]}, schema=schema)
+        path = inputs / f"part-{b:03d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (base + b, base + b))  # the file source orders by modification time
+        rows += len(ids)
+    return rows
+
+
+def generate(provider: str, target: Path) -> None:
+    """Child process: write the checkpoint with real Spark."""
+    from pyspark.sql import functions as F
+
+    work = target.with_name(target.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    t0 = time.perf_counter()
+    rows = _write_inputs(work / "input")
+    t_inputs = time.perf_counter() - t0
+    spark = _spark(f"bench-state-gen-{provider}", PROVIDER_CONF[provider])
+    t1 = time.perf_counter()
+    src = spark.readStream.schema("user STRING, v LONG").option("maxFilesPerTrigger", 1).parquet(str(work / "input"))
+    agg = src.groupBy("user").agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+    q = (
+        agg.writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(work / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    t_query = time.perf_counter() - t1
+    spark.stop()
+    commits = sorted(int(p.name) for p in (work / "ckpt" / "commits").iterdir() if p.name.isdigit())
+    info = {
+        "provider": provider,
+        "spark": __import__("pyspark").__version__,
+        "conf": {**SPARK_CONF, **PROVIDER_CONF[provider]},
+        "input_rows": rows,
+        "keys": KEYS,
+        "batches": len(commits),
+        "last_committed_batch": commits[-1],
+        "inputs_s": round(t_inputs, 1),
+        "query_s": round(t_query, 1),
+        "built": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    (work / "built.json").write_text(json.dumps(info, indent=2))
+    shutil.rmtree(target, ignore_errors=True)
+    work.rename(target)
+
+
+def ensure_checkpoint(provider: str, cache: Path) -> tuple[Path, dict[str, Any]]:
+    target = cache / f"state-1m-{provider}"
+    if not (target / "built.json").exists():
+        print(f"[{provider}] building the 1M-key checkpoint with Spark in {target} ...", file=sys.stderr)
+        cache.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([PY, __file__, "--_generate", provider, str(target)], cwd=ROOT)
+        if r.returncode != 0:
+            raise SystemExit(f"generation of the {provider} checkpoint failed (exit {r.returncode})")
+    info = json.loads((target / "built.json").read_text())
+    return target / "ckpt", info
+
+
+# ---------------------------------------------------------------- Spark's reader (child process)
+
+
+def spark_read(ckpt: str, out: str, fmt: str) -> None:
+    """Child process: time the session start and the read+write separately; JSON on stdout."""
+    t0 = time.perf_counter()
+    spark = _spark("bench-state-read", {})
+    spark.range(1).collect()  # the session and its executor threads are up
+    t1 = time.perf_counter()
+    df = spark.read.format("statestore").load(ckpt)
+    getattr(df.write.mode("overwrite"), fmt)(out)
+    t2 = time.perf_counter()
+    spark.stop()
+    print(json.dumps({"session_s": round(t1 - t0, 3), "read_write_s": round(t2 - t1, 3)}))
+
+
+# ---------------------------------------------------------------- sizes and checks
+
+
+def partition_sizes(ckpt: Path) -> dict[str, Any]:
+    """Rows and decoded bytes (key + value UnsafeRow bytes) of every partition at the latest
+    version, through ckptfix's own record reader (the pairs it decodes rows from)."""
+    sys.path.insert(0, str(CODE_ROOT))
+    from contextlib import ExitStack
+
+    from ckptfix.state import read as r
+
+    sel = r.select(str(ckpt))
+    out: dict[str, Any] = {"version": sel.version, "partitions": {}}
+    for part in sel.partitions:
+        read = r.StateRead(sel, [], iter(()))
+        n = kb = vb = 0
+        with ExitStack() as stack:
+            for k, v, *_ in r._pairs(sel, stack, r._store(sel, part, "default"), read):
+                n += 1
+                kb += len(k)
+                vb += len(v)
+        files = sum(p.stat().st_size for p in (ckpt / "state" / "0" / str(part)).rglob("*") if p.is_file())
+        out["partitions"][str(part)] = {
+            "rows": n,
+            "key_bytes": kb,
+            "value_bytes": vb,
+            "decoded_bytes": kb + vb,
+            "on_disk_bytes": files,
+            "chain": read.chains.get(part),
+        }
+    return out
+
+
+def count_lines(d: Path) -> int:
+    n = 0
+    for p in d.glob("part-*"):
+        with open(p, "rb") as f:
+            n += sum(chunk.count(b"\n") for chunk in iter(lambda f=f: f.read(1 << 20), b""))
+    return n
+
+
+def count_parquet(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def profile(ckpt: Path, out_file: Path, keep: Path, top: int = 25) -> dict[str, Any]:
+    """cProfile of the jsonl read in a child: ckptfix's and the stdlib's functions (the CLI
+    wrappers above ``write_jsonl`` are left out) by cumulative and by own time. The raw
+    stats are kept in ``keep`` (pstats format)."""
+    code = (
+        "import cProfile, sys\n"
+        "from ckptfix.cli.main import main\n"
+        f"sys.argv = ['ckptfix', 'state', 'read', {str(ckpt)!r}, '--out', {str(out_file)!r}]\n"
+        f"cProfile.run('try:\\n    main()\\nexcept SystemExit:\\n    pass', {str(keep)!r})\n"
+    )
+    t = time.perf_counter()
+    subprocess.run([PY, "-c", code], cwd=CODE_ROOT, check=True, capture_output=True)
+    wall = time.perf_counter() - t
+    import io
+    import pstats
+
+    skip = ("/click/", "/typer/", "/ckptfix/cli/", "<string>:1(", "builtins.exec")
+
+    def table(key: str) -> list[dict[str, Any]]:
+        st = pstats.Stats(str(keep), stream=io.StringIO())
+        st.sort_stats(key)
+        rows = []
+        for func in st.fcn_list:  # type: ignore[attr-defined]
+            _cc, nc, tt, ct, _ = st.stats[func]  # type: ignore[attr-defined]
+            fn, line, name = func
+            where = f"{fn}:{line}({name})"
+            if any(s in where for s in skip):
+                continue
+            short = fn.split("/ckptfix/", 1)[-1] if "/ckptfix/" in fn else Path(fn).name
+            rows.append(
+                {
+                    "function": f"{short}:{line}({name})",
+                    "calls": nc,
+                    "tottime_s": round(tt, 3),
+                    "cumtime_s": round(ct, 3),
+                }
+            )
+            if len(rows) == top:
+                break
+        return rows
+
+    return {
+        "wall_s_under_cprofile": round(wall, 2),
+        "pstats": str(keep),
+        "by_cumulative": table("cumulative"),
+        "by_tottime": table("tottime"),
+    }
+
+
+def code_fingerprint() -> str:
+    """sha256 of ckptfix/**/*.py: the work tree changes under the bench when others edit it."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted((CODE_ROOT / "ckptfix").rglob("*.py")):
+        h.update(p.relative_to(CODE_ROOT).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- one provider
+
+
+def bench(provider: str, cache: Path, do_profile: bool, repeat: int) -> dict[str, Any]:
+    ckpt, built = ensure_checkpoint(provider, cache)
+    print(f"[{provider}] checkpoint {ckpt} ({built['batches']} batches)", file=sys.stderr)
+    ckptfix = str(Path(PY).with_name("ckptfix"))
+    scratch = Path(tempfile.mkdtemp(prefix="ckptfix-bench-read-"))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(CODE_ROOT)}
+    res: dict[str, Any] = {"provider": provider, "checkpoint": str(ckpt), "built": built}
+    res["code_before"] = code_fingerprint()
+    try:
+        sizes = partition_sizes(ckpt)
+        res["sizes"] = sizes
+        rows_total = sum(p["rows"] for p in sizes["partitions"].values())
+        largest = max(sizes["partitions"].values(), key=lambda p: p["decoded_bytes"])
+        res["rows"] = rows_total
+        res["largest_partition_decoded_mb"] = round(largest["decoded_bytes"] / 2**20, 2)
+        runs: dict[str, Any] = {}
+        # the fixed cost of the interpreter + ckptfix's imports, for scale
+        runs["ckptfix_baseline"] = [measure([ckptfix, "state", "read", "--help"], env=env)]
+        for i in range(repeat):  # interleaved, so that a burst of load hits both engines
+            for fmt, sfmt in (("jsonl", "json"), ("parquet", "parquet")):
+                out = scratch / f"ckptfix.{fmt}"
+                print(f"[{provider}] round {i + 1}/{repeat}: ckptfix state read --format {fmt} ...", file=sys.stderr)
+                m = measure([ckptfix, "state", "read", str(ckpt), "--format", fmt, "--out", str(out)], env=env)
+                m["rows_out"] = count_parquet(out) if fmt == "parquet" else count_lines_file(out)
+                m["out_bytes"] = out.stat().st_size if out.exists() else None
+                runs.setdefault(f"ckptfix_{fmt}", []).append(m)
+                out.unlink(missing_ok=True)
+                out = scratch / f"spark-{sfmt}"
+                print(f"[{provider}] round {i + 1}/{repeat}: spark statestore -> {sfmt} ...", file=sys.stderr)
+                m = measure([PY, __file__, "--_spark-read", str(ckpt), str(out), sfmt], env=env)
+                try:
+                    m.update(json.loads(m["stdout"].strip().splitlines()[-1]))
+                except (ValueError, IndexError):
+                    m["error"] = "no timing from the Spark child"
+                m["rows_out"] = count_parquet(out) if sfmt == "parquet" else count_lines(out)
+                m["out_bytes"] = sum(p.stat().st_size for p in out.glob("part-*")) if out.exists() else None
+                m["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+                runs.setdefault(f"spark_{sfmt}", []).append(m)
+                shutil.rmtree(out, ignore_errors=True)
+        res["runs"] = runs
+        res["summary"] = summarise(res)
+        if do_profile:
+            print(f"[{provider}] cProfile of the jsonl read ...", file=sys.stderr)
+            res["profile"] = profile(ckpt, scratch / "profiled.jsonl", cache / f"state-read-{provider}.pstats")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    res["code_after"] = code_fingerprint()
+    if res["code_after"] != res["code_before"]:
+        print(f"[{provider}] WARNING: ckptfix/ changed during the run", file=sys.stderr)
+    return res
+
+
+def count_lines_file(p: Path) -> int | None:
+    if not p.exists():
+        return None
+    with open(p, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """Medians of wall and CPU times over the repeats, the max of the peak memories."""
+    runs, rows = res["runs"], res["rows"]
+    largest_mb = res["largest_partition_decoded_mb"]
+    baseline_mb = runs["ckptfix_baseline"][0]["peak_hwm_mb"]
+    out = []
+    for fmt, sfmt in (("jsonl", "json"), ("parquet", "parquet")):
+        cs, ss = runs[f"ckptfix_{fmt}"], runs[f"spark_{sfmt}"]
+        c_s = _median([m["wall_s"] for m in cs])
+        s_s = _median([m["wall_s"] for m in ss])
+        rw = [m["read_write_s"] for m in ss if m.get("read_write_s")]
+        s_rw = _median(rw) if rw else None
+        # ckptfix reads partitions in worker processes: its memory is the whole tree's (the
+        # largest single process is reported beside it)
+        c_mb = max(m["peak_tree_rss_mb"] for m in cs)
+        c_proc_mb = max(m["peak_hwm_mb"] for m in cs)
+        out.append(
+            {
+                "format": fmt,
+                "rows": rows,
+                "repeats": len(cs),
+                "rows_ok": all(m.get("rows_out") == rows for m in cs + ss),
+                "ckptfix_s": round(c_s, 2),
+                "ckptfix_s_all": [m["wall_s"] for m in cs],
+                "ckptfix_cpu_s": round(_median([m["cpu_s"] for m in cs]), 2),
+                "ckptfix_rows_per_s": round(rows / c_s),
+                "ckptfix_peak_mb": c_mb,
+                "ckptfix_peak_one_process_mb": c_proc_mb,
+                "spark_total_s": round(s_s, 2),
+                "spark_total_s_all": [m["wall_s"] for m in ss],
+                "spark_session_s": round(_median([m["session_s"] for m in ss if m.get("session_s")]), 2),
+                "spark_read_write_s": round(s_rw, 2) if s_rw else None,
+                "spark_read_write_s_all": rw,
+                "spark_cpu_s": round(_median([m["cpu_s"] for m in ss]), 2),
+                "spark_rows_per_s_total": round(rows / s_s),
+                "spark_rows_per_s_excl_jvm": round(rows / s_rw) if s_rw else None,
+                "spark_peak_tree_mb": max(m["peak_tree_rss_mb"] for m in ss),
+                "largest_partition_decoded_mb": largest_mb,
+                "ckptfix_baseline_mb": baseline_mb,
+                "target_faster_than_spark_incl_jvm": c_s < s_s,
+                "target_half_speed_excl_jvm": bool(s_rw) and c_s <= 2 * s_rw,
+                "target_memory_2x_largest_partition": c_mb <= 2 * largest_mb,
+                "ckptfix_over_spark_incl_jvm": round(c_s / s_s, 2),
+                "ckptfix_over_spark_excl_jvm": round(c_s / s_rw, 2) if s_rw else None,
+                "ckptfix_peak_over_largest": round(c_mb / largest_mb, 2),
+                "ckptfix_peak_above_baseline_over_largest": round((c_mb - baseline_mb) / largest_mb, 2),
+            }
+        )
+    return out
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    cols = [
+        ("provider", "provider"),
+        ("format", "format"),
+        ("ckptfix s", "ckptfix_s"),
+        ("ckptfix rows/s", "ckptfix_rows_per_s"),
+        ("ckptfix cpu s", "ckptfix_cpu_s"),
+        ("ckptfix tree MB", "ckptfix_peak_mb"),
+        ("ckptfix 1-proc MB", "ckptfix_peak_one_process_mb"),
+        ("spark s", "spark_total_s"),
+        ("spark excl JVM s", "spark_read_write_s"),
+        ("spark cpu s", "spark_cpu_s"),
+        ("spark rows/s excl", "spark_rows_per_s_excl_jvm"),
+        ("spark tree MB", "spark_peak_tree_mb"),
+        ("largest part MB", "largest_partition_decoded_mb"),
+        ("T1 faster", "target_faster_than_spark_incl_jvm"),
+        ("T2 >=half", "target_half_speed_excl_jvm"),
+        ("T3 mem<=2x", "target_memory_2x_largest_partition"),
+    ]
+    table = [[h for h, _ in cols]]
+    for res in results:
+        for row in res["summary"]:
+            table.append([str(res["provider"] if k == "provider" else row[k]) for _, k in cols])
+    widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
+    for r in table:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_generate":
+        generate(sys.argv[2], Path(sys.argv[3]))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--_spark-read":
+        spark_read(sys.argv[2], sys.argv[3], sys.argv[4])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--provider", choices=("hdfs", "rocksdb", "both"), default="both")
+    parser.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "ckptfix-bench")
+    parser.add_argument("--profile", action="store_true", help="also cProfile ckptfix's jsonl read")
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per engine and format (median kept)")
+    parser.add_argument("--results", type=Path, default=None)
+    parser.add_argument(
+        "--live-code",
+        action="store_true",
+        help="run the work tree's ckptfix/ (default: a copy taken at the start, so edits made meanwhile "
+        "do not change the code measured halfway through)",
+    )
+    args = parser.parse_args()
+    global CODE_ROOT
+    if not args.live_code:
+        CODE_ROOT = Path(tempfile.mkdtemp(prefix="ckptfix-bench-code-"))
+        shutil.copytree(ROOT / "ckptfix", CODE_ROOT / "ckptfix", ignore=shutil.ignore_patterns("__pycache__"))
+    providers = ["hdfs", "rocksdb"] if args.provider == "both" else [args.provider]
+    if args.build_only:
+        for p in providers:
+            ensure_checkpoint(p, args.cache_dir)
+        return 0
+    started = dt.datetime.now(dt.timezone.utc)
+    results = []
+    for p in providers:
+        load_before = os.getloadavg()
+        res = bench(p, args.cache_dir, args.profile, args.repeat)
+        res["loadavg_before"] = [round(x, 2) for x in load_before]
+        res["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+        results.append(res)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    doc = {
+        "bench": "state_read",
+        "started": started.isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "ckptfix_commit": commit.stdout.strip() + " (+ uncommitted work tree)",
+        "ckptfix_code": "live work tree" if args.live_code else f"copy of ckptfix/ taken at {started:%H:%M:%S}Z",
+        "ckptfix_fingerprint": code_fingerprint(),
+        "results": results,
+    }
+    name = f"state_read_{started:%Y-%m-%dT%H%M}_{args.provider}.json"
+    path = args.results or HERE / "results" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print_table(results)
+    print(f"results: {path}", file=sys.stderr)
+    if CODE_ROOT != ROOT:
+        shutil.rmtree(CODE_ROOT, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
