@@ -178,7 +178,15 @@ def select(
         raise UsageError(f"--from-snapshot {from_snapshot} is after the batch read ({batch})")
     op = ckpt.state.operators.get(operator)
     if op is None:
-        found = ", ".join(str(o) for o in sorted(ckpt.state.operators)) or "none"
+        found = ", ".join(str(o) for o in sorted(ckpt.state.operators))
+        if not found:
+            raise FormatError(
+                ckpt.display("state"),
+                0,
+                "state stores (state/<operator>/...)",
+                "none: a stateless query, or state/ is gone",
+                kind="missing-file",
+            )
         raise FormatError(
             ckpt.display(f"state/{operator}"),
             0,
