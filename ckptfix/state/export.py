@@ -17,7 +17,7 @@ import decimal
 import io
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from ckptfix.errors import MissingExtra
@@ -255,25 +255,19 @@ def _arrow_key(t: u.DataType, key: Any) -> Any:
 def write_parquet(
     rows: Iterable[Mapping[str, Any]], target: str | IO[bytes], columns: list[str], schemas: Mapping[str, u.DataType]
 ) -> int:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise MissingExtra("pyarrow", "arrow") from None
-    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
-    n = 0
-    with pq.ParquetWriter(target, schema) as writer:
-        batch: list[dict[str, Any]] = []
+    """Parquet with the Spark types, written in batches of :data:`PARQUET_BATCH_ROWS` rows."""
+
+    def chunks() -> Iterator[tuple[bytes, int]]:
+        batch: list[Mapping[str, Any]] = []
         for row in rows:
-            batch.append({c: _arrow_value(schemas[c], row.get(c)) for c in columns})
+            batch.append(row)
             if len(batch) >= PARQUET_BATCH_ROWS:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                n += len(batch)
+                yield arrow_chunk(batch, columns, schemas), len(batch)
                 batch = []
-        if batch or n == 0:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            n += len(batch)
-    return n
+        if batch:
+            yield arrow_chunk(batch, columns, schemas), len(batch)
+
+    return write_parquet_chunks(chunks(), target, columns, schemas)
 
 
 def arrow_chunk(rows: list[Mapping[str, Any]], columns: list[str], schemas: Mapping[str, u.DataType]) -> bytes:
