@@ -246,6 +246,24 @@ def _arrow_value(t: u.DataType, value: Any) -> Any:
     return value
 
 
+def _arrow_column(t: u.DataType, values: list[Any]) -> Any:
+    """One Arrow array of ``values`` (column-wise: a struct's fields are built as arrays of
+    their own, so flat state rows never go through per-row Python dicts)."""
+    import pyarrow as pa
+
+    arrow_type = _arrow_type(t)
+    if isinstance(t, u.StructType) and t.fields:
+        mask = pa.array([v is None for v in values], type=pa.bool_())
+        children = [
+            _arrow_column(f.data_type, [None if v is None else v.get(k) for v in values])
+            for k, f in zip(t.keys, t.fields, strict=True)
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
+    if isinstance(t, (u.StructType, u.ArrayType, u.MapType)):
+        return pa.array([_arrow_value(t, v) for v in values], type=arrow_type)
+    return pa.array(values, type=arrow_type)
+
+
 def _arrow_key(t: u.DataType, key: Any) -> Any:
     if isinstance(t, u.StructType) and isinstance(key, tuple):
         return {k: _arrow_value(f.data_type, v) for k, f, v in zip(t.keys, t.fields, key, strict=True)}
@@ -275,9 +293,7 @@ def arrow_chunk(rows: list[Mapping[str, Any]], columns: list[str], schemas: Mapp
     import pyarrow as pa
 
     schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
-    table = pa.Table.from_pylist(
-        [{c: _arrow_value(schemas[c], r.get(c)) for c in columns} for r in rows], schema=schema
-    )
+    table = pa.Table.from_arrays([_arrow_column(schemas[c], [r.get(c) for r in rows]) for c in columns], schema=schema)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
         writer.write_table(table)
