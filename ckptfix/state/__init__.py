@@ -10,6 +10,8 @@ Modules (import directions: state imports formats, storage, checkpoint; never cl
 - ``schemas``  key/value schemas of a store (schema files v1-v3, operator metadata, DDL)
 - ``decode``   raw pairs -> rows as Spark's ``statestore`` reader shows them, per operator
 - ``read``     the public entry points ``read_state`` / ``read_changes``
-- ``export``   jsonl / csv / parquet writers
+- ``export``   jsonl / csv / parquet writers (encoders compiled from the column types)
+- ``parallel`` partitions read by forked worker processes (``--jobs``)
+- ``inventory`` ``state ls``: which versions each store can load, and what is missing
 - ``rebuild``  plan a snapshot for version N (and ``--prune``) through the repair engine
 """
