@@ -583,7 +583,7 @@ def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[
                 f"{store.rel}/{chains.layout.state_file_name(version, step_kind, uid)}", step_kind, version, uid
             )
             path = records.inner(sel.ckpt, step.rel, sel.codec)
-            for rec in records.change_records(sel.ckpt, step, sel.codec, store.checksums):
+            for rec in records.file_records(sel.ckpt, step, sel.codec, store.checksums):
                 if cf_id is not None and column_family_of(rec.key) != cf_id:
                     continue
                 key_bytes = rec.key

@@ -175,9 +175,4 @@ def _metadata_fields(meta: rocksdbzip.RocksDBMetadata) -> dict:
     }
 
 
-def change_records(ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[str, str]) -> Iterator[Record]:
-    """The records of one delta/changelog (for the change feed)."""
-    return file_records(ckpt, step, codec_name, sidecars)
-
-
-__all__ = ["Op", "Pair", "change_records", "changelog_header", "hdfs_pairs", "read_file", "rocksdb_pairs"]
+__all__ = ["Op", "Pair", "changelog_header", "hdfs_pairs", "read_file", "rocksdb_pairs"]

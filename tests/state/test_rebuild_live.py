@@ -27,7 +27,6 @@ import os
 import shutil
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ import pytest
 from ckptfix.repair import engine
 from ckptfix.state.rebuild import plan_rebuild
 from ckptfix.storage import Location
+from tests.state import scenarios
 
 pytestmark = pytest.mark.spark
 
@@ -108,24 +108,9 @@ def expected_state(files: int) -> dict[str, tuple[int, int]]:
 # ------------------------------------------------------------------------------------------ running Spark
 
 
-@contextlib.contextmanager
-def session_confs(spark: Any, confs: dict[str, str]) -> Iterator[None]:
+def session_confs(spark: Any, confs: dict[str, str]) -> Any:
     """Set ``confs`` and unset every other key of CONF_KEYS; restore all of them afterwards."""
-    touched = sorted(set(CONF_KEYS) | set(confs))
-    saved = {k: spark.conf.get(k, None) for k in touched}
-    try:
-        for k in touched:
-            if k in confs:
-                spark.conf.set(k, confs[k])
-            else:
-                spark.conf.unset(k)
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+    return scenarios.session_confs(spark, confs, list(CONF_KEYS))
 
 
 def run_query(spark: Any, provider: str, ckpt: Path, input_dir: Path) -> dict[int, dict[str, tuple[int, int]]]:
