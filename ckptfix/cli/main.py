@@ -8,7 +8,16 @@ import sys
 import typer
 
 from ckptfix import __version__
-from ckptfix.cli import advise_cmd, audit_cmd, inspect_cmd, offsets_cmd, repair_cmd, rollback_cmd, state_cmd
+from ckptfix.cli import (
+    advise_cmd,
+    audit_cmd,
+    inspect_cmd,
+    migrate_cmd,
+    offsets_cmd,
+    repair_cmd,
+    rollback_cmd,
+    state_cmd,
+)
 from ckptfix.render import jsonout
 
 app = typer.Typer(
@@ -28,6 +37,7 @@ app.command("history")(repair_cmd.history)
 app.command("rollback")(rollback_cmd.rollback)
 app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(state_cmd.app, name="state")
+app.add_typer(migrate_cmd.app, name="migrate")
 app.command("advise")(advise_cmd.advise)
 
 

@@ -1,0 +1,123 @@
+"""``ckptfix migrate relocate SRC DEST``: copy a checkpoint elsewhere and rewrite its absolute paths."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    RichObserver,
+    StorageOption,
+    err,
+    guarded,
+    out,
+    storage_options,
+)
+
+DestStorageOption = typer.Option(
+    [],
+    "--dest-storage-option",
+    metavar="KEY=VALUE",
+    help="fsspec storage option for DEST (repeat; default: the same options as SRC).",
+)
+DestEndpointOption = typer.Option(None, "--dest-endpoint-url", help="S3-compatible endpoint URL of DEST.")
+
+
+def relocate(
+    source: str = typer.Argument(..., help="The checkpoint to copy (only read)."),
+    dest: str = typer.Argument(..., help="New or empty destination (local path, s3://, s3a://, memory://)."),
+    do_apply: bool = typer.Option(False, "--apply", help="Copy and rewrite (default: show the plan, change nothing)."),
+    input_from: str | None = typer.Option(
+        None, "--input-from", help="Old input directory of a file source (rewrite its log entries; needs --input-to)."
+    ),
+    input_to: str | None = typer.Option(None, "--input-to", help="New input directory of that file source."),
+    force: bool = typer.Option(False, "--force", help="Copy a source that looks alive (recent writes)."),
+    idle_seconds: float = typer.Option(
+        120.0, "--idle-seconds", help="A write in SRC this recent means the query may be running."
+    ),
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+    dest_storage_option: list[str] = DestStorageOption,
+    dest_endpoint_url: str | None = DestEndpointOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """Copy a checkpoint to another path or store, rewriting what holds absolute paths.
+
+    Rewrites 4.x transformWithState operator metadata (stateSchemaFilePaths) and, with --input-from/--input-to,
+    file-source log entries; regenerates the checksum sidecars of rewritten files; copies every other file byte
+    for byte. SRC is never changed. Refuses (exit 2) a non-empty DEST, DEST inside SRC, a SRC that is not a
+    checkpoint or looks alive. An interrupted --apply leaves DEST without `metadata`: run the same command again.
+    """
+    from ckptfix.migrate.relocate import apply_relocation, plan_relocation
+
+    src_opts = storage_options(fmt, storage_option, endpoint_url)
+    dest_opts: dict[str, Any] = src_opts
+    if dest_storage_option or dest_endpoint_url:
+        dest_opts = storage_options(fmt, dest_storage_option, dest_endpoint_url)
+    with RichObserver(not quiet) as observer:
+        plan = guarded(
+            fmt,
+            lambda: plan_relocation(
+                source,
+                dest,
+                source_options=src_opts,
+                dest_options=dest_opts,
+                input_from=input_from,
+                input_to=input_to,
+                force=force,
+                idle_seconds=idle_seconds,
+                observer=observer,
+            ),
+        )
+        if do_apply:
+            result = guarded(
+                fmt,
+                lambda: apply_relocation(plan, source_options=src_opts, dest_options=dest_opts, observer=observer),
+            )
+            doc = result.to_json()
+        else:
+            doc = {"plan": plan.to_json(), "applied": False}
+    if fmt is Format.json:
+        print(json.dumps({"schema_version": 1, "relocation": doc}, indent=2))
+        return
+    _text(doc, do_apply)
+
+
+def _text(doc: dict[str, Any], applied: bool) -> None:
+    p = doc["plan"]
+    console = out()
+    say = lambda s: console.print(s, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
+    say(f"relocate {p['source']} -> {p['dest']}" + ("  (resuming an interrupted relocation)" if p["resume"] else ""))
+    say(f"  copy {p['files']} files, {p['bytes']:,} bytes")
+    data = [r for r in p["rewrites"] if r["changes"]]
+    sidecars = len(p["rewrites"]) - len(data)
+    if not data:
+        say(
+            "  rewrite nothing: no file holds the checkpoint's location"
+            + (" or the input's" if p["input_from"] else "")
+        )
+    for r in data:
+        say(f"  rewrite {r['path']}: {r['reason']}")
+        for old, new in r["changes"][:3]:
+            say(f"      {old}\n   -> {new}")
+        if len(r["changes"]) > 3:
+            say(f"      ... {len(r['changes']) - 3} more")
+    if sidecars:
+        say(f"  regenerate {sidecars} checksum sidecars of rewritten files")
+    for w in p["warnings"]:
+        say(f"  warning: {w}")
+    if applied:
+        say(
+            f"done: {doc['files_copied']} copied, {doc['files_rewritten']} rewritten, "
+            f"{doc['files_already_there']} already there, {doc['bytes_copied']:,} bytes in {doc['seconds']:.1f} s; "
+            f"restart the query with checkpointLocation={p['dest_uri']}"
+        )
+    else:
+        err().print("dry run: nothing written; add --apply to relocate", highlight=False, soft_wrap=True)

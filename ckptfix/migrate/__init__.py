@@ -1,0 +1,1 @@
+"""Migrations: move a checkpoint (relocate), convert its state store provider (provider)."""
