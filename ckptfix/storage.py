@@ -113,6 +113,8 @@ class Location:
     """A checkpoint root (or any directory) on some filesystem."""
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        if url.startswith("file:/") and not url.startswith("file://"):  # Hadoop's qualified form file:/abs
+            url = "file://" + url[len("file:") :]
         self.storage_options: dict[str, Any] = dict(storage_options or {})
         self.fs, self.root = _fs_for(url, self.storage_options)
         self.url = url.rstrip("/") if "://" in url else os.path.abspath(url)

@@ -345,3 +345,11 @@ class TestParseStorageOptions:
     def test_conflicting_or_empty_dotted_keys_are_usage_errors(self, pairs: list[str]) -> None:
         with pytest.raises(UsageError):
             parse_storage_options(pairs)
+
+
+def test_hadoop_qualified_file_url_is_a_local_path(tmp_path: Path) -> None:
+    """Spark writes `file:/abs` (one slash); users paste it from logs."""
+    (tmp_path / "x").write_bytes(b"hi")
+    loc = open_location(f"file:{tmp_path}")
+    assert loc.read("x") == b"hi"
+    assert loc.display("x") == f"file://{tmp_path}/x"
