@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ckptfix.migrate.provider import plan_provider
 from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.planning import plan_repair
@@ -55,9 +56,14 @@ PLANS: dict[str, tuple[Any, Any]] = {
     "rollback_to_3": (_rollback, lambda c: plan_rollback(str(c), 3, force=True).plan),
     "state_rebuild_hdfs_prune": (_state("hdfs"), lambda c: plan_rebuild(str(c), version=3, prune=True, retain=1).plan),
     "state_rebuild_rocksdb": (_state("rocksdb"), lambda c: plan_rebuild(str(c), version=3).plan),
+    "migrate_provider_to_rocksdb": (_rollback, lambda c: plan_provider(str(c), "rocksdb", target_spark="3.5").plan),
+    "migrate_provider_to_hdfs": (
+        lambda t: extract("agg_rocksdb_cl", t / "x")[0],
+        lambda c: plan_provider(str(c), "hdfs", target_spark="3.5").plan,
+    ),
 }
 # a plan that touches many files: crash points are sampled (every write is covered by the others)
-SAMPLED = {"async_gap_truncate": 7}
+SAMPLED = {"async_gap_truncate": 7, "migrate_provider_to_rocksdb": 9, "migrate_provider_to_hdfs": 9}
 
 
 def _apply_crashing(plan_file: Path, n: int) -> int:

@@ -1,0 +1,311 @@
+"""``ckptfix migrate provider`` offline, on checkpoints written by real Spark (tests/fixtures): what the plan
+writes, and every refusal -- one line, exit 2, a JSON document in JSON mode, nothing changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ckptfix.cli.main import app
+from ckptfix.migrate.provider import CLASSES, PROVIDER_CONF, plan_provider
+from ckptfix.repair import engine
+from ckptfix.storage import Location
+from tests.support.trees import tree
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+runner = CliRunner()
+
+
+def extract(tarball: str, dest: Path) -> Path:
+    with tarfile.open(FIXTURES / tarball) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "ckpt"
+
+
+def offsets_conf(ckpt: Path, batch: int) -> dict[str, str]:
+    return json.loads((ckpt / "offsets" / str(batch)).read_text().splitlines()[1])["conf"]
+
+
+def set_conf(ckpt: Path, key: str, value: str) -> None:
+    """Edit the conf of every offset file (and drop its .crc: Spark then skips the check)."""
+    for f in (ckpt / "offsets").iterdir():
+        if f.name.isdigit():
+            lines = f.read_text().split("\n")
+            meta = json.loads(lines[1])
+            meta["conf"][key] = value
+            lines[1] = json.dumps(meta, separators=(",", ":"))
+            f.write_text("\n".join(lines))
+            (ckpt / "offsets" / f".{f.name}.crc").unlink(missing_ok=True)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["migrate", "provider", *args])
+    return result.exit_code, result.output
+
+
+# ------------------------------------------------------------------------------------------ the plan
+
+
+def test_hdfs_to_rocksdb_plan_writes_zips_and_records_the_provider(tmp_path: Path) -> None:
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    result = plan_provider(str(ckpt), "rocksdb")
+    assert (result.source, result.target, result.version) == ("hdfs", "rocksdb", last + 1)
+    writes = {a.path: a.content for a in result.plan.actions if a.op == "write"}
+    deletes = {a.path for a in result.plan.actions if a.op == "delete"}
+    parts = sorted(p.name for p in (ckpt / "state" / "0").iterdir() if p.name.isdigit())
+    for part in parts:
+        zip_rel = f"state/0/{part}/{last + 1}.zip"
+        assert zip_rel in writes
+        with zipfile.ZipFile(__import__("io").BytesIO(writes[zip_rel])) as z:
+            meta = json.loads(z.read("metadata").decode().split("\n", 1)[1])
+        assert {f"state/0/{part}/SSTs/{s['dfsSstFileName']}" for s in meta["sstFiles"]} <= set(writes)
+        # every HDFS file of the store (and its .crc) goes
+        store = ckpt / "state" / "0" / part
+        old = {f"state/0/{part}/{p.name}" for p in store.iterdir() if p.is_file()}
+        assert old == deletes & {d for d in deletes if d.startswith(f"state/0/{part}/")}
+    # the offset file of the last batch: only the provider changes, byte for byte elsewhere
+    rel = f"offsets/{last}"
+    before = (ckpt / rel).read_bytes()
+    after = writes[rel]
+    assert after == before.replace(CLASSES["hdfs"].encode(), CLASSES["rocksdb"].encode())
+    assert f"offsets/.{last}.crc" in writes  # the Hadoop sidecar follows
+
+
+def test_uncommitted_last_batch_rewrites_both_offset_files(tmp_path: Path) -> None:
+    """One uncommitted batch: the restart re-runs it on version last-commit + 1 with the confs of the LATEST offset
+    file; the state files it left behind are deleted with the rest."""
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    (ckpt / "commits" / str(last)).unlink()
+    (ckpt / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    result = plan_provider(str(ckpt), "rocksdb")
+    assert result.version == last
+    writes = {a.path for a in result.plan.actions if a.op == "write"}
+    assert {f"offsets/{last - 1}", f"offsets/{last}"} <= writes
+    deletes = {a.path for a in result.plan.actions if a.op == "delete"}
+    assert f"state/0/0/{last + 1}.delta" in deletes
+
+
+def test_apply_and_undo_byte_for_byte(tmp_path: Path) -> None:
+    ckpt = extract("spark-4.2.1/agg_rocksdb_cl.tar.gz", tmp_path)
+    original = tree(ckpt)
+    code, out = run(str(ckpt), "--to", "hdfs", "--apply", "--idle-seconds", "0", "-f", "json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["applied_run"]
+    assert (
+        offsets_conf(ckpt, max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()))[PROVIDER_CONF]
+        == CLASSES["hdfs"]
+    )
+    assert not list((ckpt / "state").rglob("*.zip")) and not list((ckpt / "state").rglob("*.changelog"))
+    assert tree(ckpt) != original
+    undone = runner.invoke(app, ["undo", str(ckpt), "--idle-seconds", "0"])
+    assert undone.exit_code == 0, undone.output
+    assert tree(ckpt) == original
+
+
+# ------------------------------------------------------------------------------------------ refusals
+
+
+def _tws(tmp: Path) -> Path:
+    """A real 4.2.1 RocksDB checkpoint whose state is replaced by real transformWithState state (formats/tws)."""
+    ckpt = extract("spark-4.2.1/agg_rocksdb_cl.tar.gz", tmp)
+    shutil.rmtree(ckpt / "state")
+    shutil.copytree(FIXTURES / "formats" / "tws" / "state", ckpt / "state")
+    return ckpt
+
+
+def _v2(tmp: Path) -> Path:
+    ckpt = extract("spark-4.2.1/agg_rocksdb_cl.tar.gz", tmp)
+    shutil.rmtree(ckpt / "state")
+    shutil.copytree(FIXTURES / "formats" / "rocksdb_v2" / "state", ckpt / "state")
+    return ckpt
+
+
+def _damaged(tmp: Path) -> Path:
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp)
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    delta = ckpt / "state" / "0" / "1" / f"{last + 1}.delta"
+    delta.write_bytes(delta.read_bytes()[:-7])
+    return ckpt
+
+
+def _two_uncommitted(tmp: Path) -> Path:
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp)
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    for b in (last, last - 1):
+        (ckpt / "commits" / str(b)).unlink()
+    return ckpt
+
+
+def _no_commit(tmp: Path) -> Path:
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp)
+    shutil.rmtree(ckpt / "commits")
+    (ckpt / "commits").mkdir()
+    return ckpt
+
+
+def _conf(tarball: str, key: str, value: str) -> object:
+    def make(tmp: Path) -> Path:
+        ckpt = extract(tarball, tmp)
+        set_conf(ckpt, key, value)
+        return ckpt
+
+    return make
+
+
+def _session_window(tmp: Path) -> Path:
+    return extract("state35/session_hdfs.tar.gz", tmp)
+
+
+REFUSALS = {
+    # case: (make checkpoint, extra args, words the one-line reason must hold)
+    "already_rocksdb": (lambda t: extract("spark-4.2.1/agg_rocksdb_cl.tar.gz", t), ["--to", "rocksdb"], "already"),
+    "already_hdfs": (lambda t: extract("spark-4.2.1/agg_hdfs.tar.gz", t), ["--to", "hdfs"], "already"),
+    "tws_to_hdfs": (_tws, ["--to", "hdfs"], "transformWithState"),
+    "format_v2": (_v2, ["--to", "hdfs"], "format v2"),
+    "damaged_delta": (_damaged, ["--to", "rocksdb"], ".delta"),
+    "two_uncommitted": (_two_uncommitted, ["--to", "rocksdb"], "uncommitted"),
+    "no_commit": (_no_commit, ["--to", "rocksdb"], "no committed batch"),
+    "avro": (
+        _conf("spark-4.2.1/agg_hdfs.tar.gz", "spark.sql.streaming.stateStore.encodingFormat", "avro"),
+        ["--to", "rocksdb"],
+        "avro",
+    ),
+    "row_checksum": (
+        _conf("spark-4.2.1/agg_hdfs.tar.gz", "spark.sql.streaming.stateStore.rowChecksum.enabled", "true"),
+        ["--to", "rocksdb"],
+        "rowChecksum",
+    ),
+    "custom_provider": (
+        _conf("spark-4.2.1/agg_hdfs.tar.gz", PROVIDER_CONF, "com.example.MyProvider"),
+        ["--to", "rocksdb"],
+        "com.example.MyProvider",
+    ),
+    "spark35_cannot_read_4x": (
+        lambda t: extract("spark-4.2.1/agg_hdfs.tar.gz", t),
+        ["--to", "rocksdb", "--target-spark", "3.5"],
+        "3.5",
+    ),
+    "unknown_target_spark": (
+        lambda t: extract("spark-4.2.1/agg_hdfs.tar.gz", t),
+        ["--to", "rocksdb", "--target-spark", "9.9"],
+        "9.9",
+    ),
+    "changelog_for_hdfs": (
+        lambda t: extract("spark-4.2.1/agg_rocksdb_cl.tar.gz", t),
+        ["--to", "hdfs", "--changelog", "on"],
+        "--changelog",
+    ),
+    "session_window_prefix_keys": (_session_window, ["--to", "rocksdb", "--target-spark", "3.5"], "prefix"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_refusals(tmp_path: Path, case: str, fmt: str) -> None:
+    make, args, words = REFUSALS[case]
+    ckpt = make(tmp_path)  # type: ignore[operator]
+    before = tree(ckpt)
+    code, out = run(str(ckpt), *args, "--apply", "--idle-seconds", "0", "-f", fmt)
+    assert code == 2, out
+    if fmt == "json":
+        doc = json.loads(out)
+        message = doc["error"]["message"]
+    else:
+        assert len(out.strip().splitlines()) == 1 or out.startswith("ckptfix: error:"), out
+        assert "Traceback" not in out
+        message = " ".join(out.split())
+    assert words.lower() in message.lower(), message
+    assert tree(ckpt) == before
+    assert not (ckpt / "_ckptfix").exists()
+
+
+def test_running_query_is_refused(tmp_path: Path) -> None:
+    """A write in the last --idle-seconds: the engine refuses to apply (the query may be running)."""
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
+    now = time.time()
+    for p in ckpt.rglob("*"):
+        os.utime(p, (now - 3600, now - 3600))
+    latest = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    os.utime(ckpt / "offsets" / str(latest), (now, now))
+    before = tree(ckpt)
+    code, out = run(str(ckpt), "--to", "rocksdb", "--apply", "-f", "json")
+    assert code == 2, out
+    assert "is the query running" in json.loads(out)["error"]["message"]
+    assert tree(ckpt) == before
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_dry_run_changes_nothing(tmp_path: Path, fmt: str) -> None:
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
+    before = tree(ckpt)
+    plan_file = tmp_path / "plan.json"
+    code, out = run(str(ckpt), "--to", "rocksdb", "--changelog", "on", "--plan-out", str(plan_file), "-f", fmt)
+    assert code == 0, out
+    assert tree(ckpt) == before
+    saved = json.loads(plan_file.read_text())
+    assert saved["fixes"] == ["MIGRATE-PROVIDER"]
+    assert any("changelogCheckpointing.enabled=true" in e for e in saved["effects"])
+    if fmt == "json":
+        assert json.loads(out)["plan"]["actions"] == saved["actions"]
+    else:
+        assert "MIGRATE-PROVIDER" in out and "changelogCheckpointing.enabled=true" in out
+
+
+def test_join_stores_are_each_converted(tmp_path: Path) -> None:
+    """A Spark 3.5.9 stream-stream join (4 stores per partition): every store gets its own zip in the 3.5 shape
+    (no 4.x column-family fields) whose numKeys is the number of pairs read from its HDFS chain."""
+    ckpt = extract("state35/join_hdfs.tar.gz", tmp_path)
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    result = plan_provider(str(ckpt), "rocksdb", target_spark="3.5")
+    writes = {a.path: a.content for a in result.plan.actions if a.op == "write"}
+    stores = sorted(p.relative_to(ckpt).as_posix() for p in (ckpt / "state" / "0").glob("*/*") if p.is_dir())
+    stores = [s for s in stores if not s.endswith("_metadata")]
+    assert len(stores) == 8  # 2 partitions x 4 stores
+    assert sorted(s.store for s in result.stores) == stores
+    for store in stores:
+        data = writes[f"{store}/{last + 1}.zip"]
+        assert data is not None
+        with zipfile.ZipFile(__import__("io").BytesIO(data)) as z:
+            meta = json.loads(z.read("metadata").decode().split("\n", 1)[1])
+        assert "columnFamilyMapping" not in meta
+        mine = next(s for s in result.stores if s.store == store)
+        assert meta["numKeys"] == mine.keys
+    assert sum(s.keys for s in result.stores) > 0
+
+
+@pytest.mark.s3
+def test_convert_and_undo_on_s3(s3_bucket: Any, tmp_path: Path) -> None:
+    """The same plan through s3fs (moto): HDFS -> RocksDB on S3 equals the plan made on the local copy (but for
+    the SSTs' random uuids), and undo restores every object."""
+    from tests.support.trees import s3_tree
+
+    local = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
+    url = s3_bucket.upload_tree(local, "ckpt")
+    opts = s3_bucket.storage_options
+    fs = s3_bucket.filesystem()
+    before = s3_tree(fs, url)
+    result = plan_provider(url, "rocksdb", storage_options=opts)
+    local_plan = plan_provider(str(local), "rocksdb").plan
+
+    def shape(plan: Any) -> list[tuple[str, str]]:
+        return sorted((a.op, a.path if "/SSTs/" not in a.path else a.path.rsplit("-", 5)[0]) for a in plan.actions)
+
+    assert shape(result.plan) == shape(local_plan)
+    engine.apply(result.plan, Location(url, opts), Location(url + "/_ckptfix", opts), idle_seconds=0)
+    after = s3_tree(fs, url)
+    assert not [k for k in after if k.endswith(".delta")]
+    assert [k for k in after if k.endswith(".zip")]
+    engine.undo(Location(url, opts), Location(url + "/_ckptfix", opts), idle_seconds=0)
+    assert s3_tree(fs, url) == before
