@@ -10,6 +10,7 @@ import typer
 from ckptfix import __version__
 from ckptfix.cli import (
     advise_cmd,
+    async_cmd,
     audit_cmd,
     inspect_cmd,
     migrate_cmd,
@@ -38,6 +39,7 @@ app.command("rollback")(rollback_cmd.rollback)
 app.add_typer(offsets_cmd.app, name="offsets")
 app.add_typer(state_cmd.app, name="state")
 app.add_typer(migrate_cmd.app, name="migrate")
+app.command("async-off")(async_cmd.async_off)
 app.command("advise")(advise_cmd.advise)
 
 

@@ -1,0 +1,122 @@
+"""async-off: turn asynchronous progress tracking off the documented way (runs the user's query)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import typer
+
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    StorageOption,
+    err,
+    fail,
+    guarded,
+    out,
+    storage_options,
+)
+from ckptfix.render import jsonout
+
+
+def _confs(fmt: Format, pairs: list[str]) -> dict[str, str]:
+    confs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            fail(fmt, f"--conf: expected KEY=VALUE, found {pair!r}", "UsageError")
+        confs[key.strip()] = value
+    return confs
+
+
+def async_off(
+    checkpoint: str = typer.Argument(..., help="Checkpoint location (as the query's Spark sees it)."),
+    query: str = typer.Option(
+        ...,
+        "--query",
+        metavar="MODULE:FUNCTION",
+        help="FUNCTION(spark) returns the query's UNSTARTED DataStreamWriter; MODULE is importable or a .py path.",
+    ),
+    do_apply: bool = typer.Option(
+        False, "--apply", help="Run the query (sink side effects!). Default: preflight only, show the steps."
+    ),
+    verify: bool = typer.Option(False, "--verify", help="Finally restart with tracking off until one batch commits."),
+    min_batches: int = typer.Option(2, "--min-batches", help="New committed batches to wait for with tracking on."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for those batches (and for --verify)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run on this checkpoint."),
+    query_id: str | None = typer.Option(None, "--query-id", help="Refuse unless the checkpoint's metadata id is this."),
+    master: str | None = typer.Option(None, "--master", help="Spark master for a new session (default local[*])."),
+    conf: list[str] = typer.Option([], "--conf", metavar="KEY=VALUE", help="Spark conf (repeat)."),
+    backup_dir: str | None = typer.Option(
+        None, "--backup-dir", help="Where the run journal goes (default <CKPT>/_ckptfix, as for repair)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Run on a checkpoint that looks alive or has other blockers."),
+    idle_seconds: float = typer.Option(120.0, "--idle-seconds", help="A write this recent means the query may run."),
+    fmt: Format = FormatOption,
+    quiet: bool = QuietOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+) -> None:
+    """Drive the documented sequence for turning asynchronous progress tracking off.
+
+    1 preflight (audit, Spark's refusals, another query's checkpoint, idle check); 2 run with
+    asyncProgressTrackingEnabled=true and asyncProgressTrackingCheckpointIntervalMs=0 until --min-batches new
+    batches commit, stop; 3 audit again; 4 (--verify) restart with tracking off. Nothing runs without --apply.
+
+    Exit 0: done (or the dry run would proceed); 1: not finished (no new data, check or verify failed);
+    2: bad input or refused.
+    """
+    from ckptfix.spark.async_off import Event, Options
+    from ckptfix.spark.async_off import async_off as run
+
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    confs = _confs(fmt, conf)
+    console = err()
+    started = time.monotonic()
+
+    def show(ev: Event) -> None:
+        if quiet:
+            return
+        mark = {"fail": "FAIL ", "warn": "WARN ", "done": "ok   "}.get(ev.kind, "")
+        console.print(
+            f"[{time.monotonic() - started:6.1f}s] {ev.step:9} {mark}{ev.message}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+    options = Options(
+        apply=do_apply,
+        verify=verify,
+        min_batches=min_batches,
+        timeout=timeout,
+        resume=resume,
+        query_id=query_id,
+        master=master,
+        confs=confs,
+        backup_dir=backup_dir,
+        force=force,
+        idle_seconds=idle_seconds,
+        storage_options=opts,
+    )
+    outcome = guarded(fmt, lambda: run(checkpoint, query, options, show))
+    if fmt is Format.json:
+        print(json.dumps({"schema_version": jsonout.SCHEMA_VERSION, "async_off": outcome.to_json()}, default=str))
+    else:
+        c = out()
+        if outcome.status == "planned":
+            c.print("dry run: nothing was started. With --apply ckptfix would:", highlight=False)
+            steps: list[str] = next((list(e.data["steps"]) for e in outcome.events if e.data.get("steps")), [])
+            for i, s in enumerate(steps, 2):
+                c.print(f"  {i}. {s}", highlight=False, markup=False, soft_wrap=True)
+        else:
+            c.print(f"async-off {outcome.status} (run {outcome.run_id})", highlight=False)
+            if outcome.new_batches:
+                c.print(f"new batches: {', '.join(map(str, outcome.new_batches))}", highlight=False)
+        if not outcome.ok and outcome.offline:
+            c.print(f"offline alternative: {outcome.offline}", highlight=False, markup=False, soft_wrap=True)
+    if not outcome.ok:
+        raise typer.Exit(1)

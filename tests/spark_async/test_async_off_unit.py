@@ -1,0 +1,156 @@
+"""Pieces of async-off that need no JVM: Spark's refusal rules as data, query-module loading, the journal, and
+the "another query's checkpoint" checks against a checkpoint written by real Spark (samples/async-sparse: one
+rate source)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.spark.async_off import (
+    Journal,
+    QueryModuleError,
+    SourceInfo,
+    WriterInfo,
+    foreign_checkpoint,
+    load_builder,
+    refusals,
+    same_location,
+)
+from ckptfix.storage import Location
+from tests.unit.realckpt import sample_checkpoint
+
+
+def info(**kw: object) -> WriterInfo:
+    base: dict[str, object] = dict(
+        trigger="ProcessingTimeTrigger",
+        sink="kafka",
+        checkpoint=None,
+        sink_override=False,
+        sink_path=None,
+        sources=(SourceInfo("rate"),),
+        stateful_operators=(),
+    )
+    base.update(kw)
+    return WriterInfo(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sink", ["kafka", "memory", "console", "noop"])
+def test_sinks_spark_accepts_in_both_versions(sink: str) -> None:
+    assert refusals(info(sink=sink), "3.5.9") == []
+    assert refusals(info(sink=sink), "4.3.0") == []
+
+
+def test_foreach_sink_is_accepted_by_43_only() -> None:
+    # 4.3.0 bytecode lists "ForeachSink"; 3.5.9's does not
+    assert refusals(info(sink="foreach"), "4.3.0") == []
+    (reason,) = refusals(info(sink="foreach"), "3.5.9")
+    assert reason.startswith("Sink foreach does not support async progress tracking (predicted")
+
+
+def test_file_sink_reason_as_each_version_prints_it() -> None:
+    (r43,) = refusals(info(sink="parquet", sink_path="/data/out"), "4.3.0")
+    assert r43 == "Sink FileSink[file:/data/out] does not support async progress tracking"
+    (r35,) = refusals(info(sink="parquet", sink_path="/data/out"), "3.5.9")
+    assert r35 == "Sink FileSink[/data/out] does not support async progress tracking"
+
+
+def test_override_option_skips_only_the_sink_check() -> None:
+    assert refusals(info(sink="foreachBatch", sink_override=True), "4.3.0") == []
+    got = refusals(info(sink="foreachBatch", sink_override=True, trigger="AvailableNowTrigger"), "4.3.0")
+    assert got == ["Async progress tracking cannot be used with AvailableNow trigger"]
+
+
+def test_every_reason_is_listed() -> None:
+    got = refusals(info(sink="foreachBatch", trigger="OneTimeTrigger", stateful_operators=("StateStoreSave",)), "4.3")
+    assert got == [
+        "Sink ForeachBatchSink does not support async progress tracking",
+        "Async progress tracking cannot be used with Once trigger",
+        "Stateful streaming queries does not support async progress tracking at this moment. "
+        "(operators: StateStoreSave)",
+    ]
+
+
+def test_load_builder_from_a_file_and_a_module(tmp_path: Path) -> None:
+    f = tmp_path / "job.py"
+    f.write_text("def build(spark):\n    return ('built', spark)\n")
+    assert load_builder(f"{f}:build")("s") == ("built", "s")
+    assert load_builder("tests.spark_async.queries.stateless:build").__name__ == "build"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expect"),
+    [
+        ("nocolon", "expected MODULE:FUNCTION"),
+        ("mod:", "expected MODULE:FUNCTION"),
+        ("/no/such/file.py:build", "expected a Python file at /no/such/file.py, found none"),
+        ("tests.spark_async.queries.nope:build", "ModuleNotFoundError"),
+        ("tests.spark_async.queries.stateless:missing", "expected a function missing"),
+    ],
+)
+def test_load_builder_errors(spec: str, expect: str) -> None:
+    with pytest.raises(QueryModuleError, match=None) as err:
+        load_builder(spec)
+    assert expect in str(err.value)
+
+
+def test_same_location() -> None:
+    assert same_location("file:/tmp/x", "/tmp/x/")
+    assert same_location("file:///tmp/x", "/tmp/./x")
+    assert same_location("s3a://b/ck", "s3://b/ck/")
+    assert not same_location("/tmp/x", "/tmp/y")
+
+
+def test_journal_roundtrip(tmp_path: Path) -> None:
+    backup = Location(str(tmp_path / "_ckptfix"))
+    assert Journal.latest_running(backup) is None
+    j = Journal.new(backup, "/ck", "m:f")
+    j.mark("preflight", "done")
+    assert Journal.latest_running(backup) is not None
+    again = Journal.load(backup, j.run_id)
+    assert again.done("preflight") and not again.done("run")
+    again.finish("done")
+    assert Journal.latest_running(backup) is None
+    assert Journal.runs(backup) == [j.run_id]
+
+
+def test_foreign_checkpoint_checks_on_a_real_checkpoint() -> None:
+    ckpt = Checkpoint.open(str(sample_checkpoint()))
+    assert foreign_checkpoint(ckpt, info(), None) == []
+    assert foreign_checkpoint(ckpt, info(), ckpt.query_metadata().id) == []
+    (why,) = foreign_checkpoint(ckpt, info(sources=(SourceInfo("rate"), SourceInfo("rate"))), None)
+    assert "expected 2 source offset(s)" in why and "found 1" in why
+    (why,) = foreign_checkpoint(ckpt, info(sources=(SourceInfo("json", "/in"),)), None)
+    assert 'expected a file source offset {"logOffset":N}' in why
+    (why,) = foreign_checkpoint(ckpt, info(), "not-this-id")
+    assert "expected query id not-this-id (--query-id)" in why
+
+
+@pytest.mark.parametrize(
+    ("extra", "expect"),
+    [
+        (["--conf", "no-equals-sign"], "--conf: expected KEY=VALUE, found 'no-equals-sign'"),
+        (["--min-batches", "0"], "--min-batches: expected at least 1, found 0"),
+        (["--timeout", "0"], "--timeout: expected a positive number of seconds, found 0.0"),
+    ],
+)
+def test_bad_options_one_line_exit_2(extra: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.spark_async.helpers import cli
+
+    ckpt = str(sample_checkpoint())
+    code, out, err = cli(capsys, "async-off", ckpt, "--query", "m:f", *extra)
+    assert code == 2 and err.strip() == f"ckptfix: error: {expect}" and not out
+    code, out, _ = cli(capsys, "async-off", ckpt, "--query", "m:f", "--format", "json", *extra)
+    assert code == 2 and json.loads(out)["error"]["message"] == expect
+
+
+def test_resume_without_an_interrupted_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.spark_async.helpers import cli
+
+    code, _, err = cli(
+        capsys, "async-off", str(sample_checkpoint()), "--query", "m:f", "--resume", "--backup-dir", str(tmp_path)
+    )
+    assert code == 2 and "expected an interrupted async-off run, found none" in err
