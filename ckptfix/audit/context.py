@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ckptfix.audit.targets import SparkTarget
 from ckptfix.checkpoint import Checkpoint, LogDir
 from ckptfix.errors import FormatError
 from ckptfix.formats import commitlog, offsetlog
 from ckptfix.storage import Location
+
+if TYPE_CHECKING:
+    from ckptfix.audit.queryshape import QueryShape
 
 
 class Observer(Protocol):
@@ -43,6 +46,7 @@ class AuditContext:
     sink: Sink | None = None
     stateful: bool | None = None  # None: infer from the files
     observer: Observer = field(default_factory=NullObserver)
+    query: QueryShape | None = None  # audit --against: the new query, for the QUERY-* rules
 
     # -- the facts Spark's restart is decided on (spark-logs-and-restart.md §6.3) --------
     @cached_property

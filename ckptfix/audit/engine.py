@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ckptfix import layout
-from ckptfix.audit import rules_logs, rules_sink, rules_sources, rules_state  # noqa: F401 - registration
+from ckptfix.audit import rules_logs, rules_query, rules_sink, rules_sources, rules_state, rules_upgrade  # noqa: F401
 from ckptfix.audit.context import AuditContext, NullObserver, Observer, Sink
 from ckptfix.audit.model import Finding, Report, Skipped, Verdict, severity_rank
+from ckptfix.audit.queryshape import QueryShape
 from ckptfix.audit.registry import CHECKS
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint, index_log
@@ -41,13 +42,16 @@ def audit(
     stateful: bool | None = None,
     observer: Observer | None = None,
     checkpoint: Checkpoint | None = None,
+    query: QueryShape | None = None,
 ) -> Report:
     target = parse_target(target_spark)
     obs = observer or NullObserver()
     obs.stage("listing")
     ckpt = checkpoint or Checkpoint.open(url, storage_options)
+    if sink_path is None and query is not None and query.sink.is_file:
+        sink_path = query.sink.path  # the new query's file sink: its _spark_metadata against the logs
     sink = open_sink(sink_path, storage_options) if sink_path else None
-    ctx = AuditContext(ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs)
+    ctx = AuditContext(ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs, query=query)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for fn in CHECKS:

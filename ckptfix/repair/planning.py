@@ -21,7 +21,12 @@ from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES, CannotFix, FixContext
 from ckptfix.repair.plan import Plan
 
-_PLANNER_MODULES = ("ckptfix.repair.fixes", "ckptfix.repair.fixes_logs", "ckptfix.repair.fixes_state")
+_PLANNER_MODULES = (
+    "ckptfix.repair.fixes",
+    "ckptfix.repair.fixes_logs",
+    "ckptfix.repair.fixes_state",
+    "ckptfix.repair.fixes_upgrade",
+)
 
 
 def _load_planners() -> None:
