@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 import typer
 
@@ -42,6 +43,17 @@ def audit(
         help="Say whether the query has stateful operators (default: infer from the files).",
     ),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a finding reaches this severity."),
+    against: str | None = typer.Option(
+        None,
+        "--against",
+        metavar="MODULE:FUNCTION",
+        help="Check a changed query against the checkpoint: FUNCTION(spark) returns an unstarted "
+        "DataStreamWriter (MODULE may be a .py path). Plans it with PySpark, never starts it.",
+    ),
+    master: str | None = typer.Option(None, "--master", help="Spark master for --against (default local[*])."),
+    conf: list[str] = typer.Option(
+        [], "--conf", metavar="KEY=VALUE", help="Spark session conf for --against (repeat)."
+    ),
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
@@ -49,10 +61,14 @@ def audit(
 ) -> None:
     """Find inconsistencies and predict whether Spark will restart the checkpoint.
 
+    With --against, also apply Spark's rules for query changes (QUERY-* findings: allowed, not allowed or
+    ill-defined, and why). Nothing in the checkpoint is written.
+
     Exit 0: no finding at or above --fail-on; 1: findings; 2: the checkpoint cannot be audited.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     with RichObserver(not quiet) as observer:
+        ckpt, query = guarded(fmt, lambda: _against(checkpoint, opts, against, master, conf))
         report = guarded(
             fmt,
             lambda: run_audit(
@@ -63,8 +79,18 @@ def audit(
                 sink_path=sink,
                 stateful=stateful,
                 observer=observer,
+                checkpoint=ckpt,
+                query=query,
             ),
         )
+    if query is not None:
+        report.facts["against"] = {
+            "query": query.spec,
+            "spark": query.spark_version,
+            "sources": [s.description or s.kind for s in query.sources],
+            "sink": query.sink.kind,
+            "stateful_operators": [f"{o.operator_id}:{o.name}" for o in query.operators],
+        }
     if fmt is Format.json:
         print(jsonout.report(report))
     else:
@@ -78,6 +104,37 @@ def audit(
         )
     if fail_on is not FailOn.never and report.fails(fail_on.value):
         raise typer.Exit(1)
+
+
+def _against(
+    checkpoint: str, opts: dict[str, Any], against: str | None, master: str | None, confs: list[str]
+) -> tuple[Any, Any]:
+    """Open the checkpoint and describe the --against query (planned with the recorded confs)."""
+    if against is None:
+        return None, None
+    from ckptfix.checkpoint import Checkpoint
+    from ckptfix.errors import MissingExtra, UsageError
+    from ckptfix.spark import session
+    from ckptfix.spark.queryshape import describe
+    from ckptfix.spark.usercode import load_function, split_spec
+
+    split_spec(against)
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise MissingExtra("pyspark", "spark") from None
+    pairs = []
+    for item in confs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}: expected KEY=VALUE")
+        pairs.append((key.strip(), value))
+    ckpt = Checkpoint.open(checkpoint, opts)
+    load_function(against)  # import errors before a JVM is started
+    spark = session(master)
+    for key, value in pairs:
+        spark.conf.set(key, value)
+    return ckpt, describe(against, spark, ckpt.recorded_conf())
 
 
 def rules(fmt: Format = FormatOption) -> None:

@@ -1,0 +1,518 @@
+"""Query-change rules (``audit --against MODULE:FUNCTION``): the new query against the checkpoint.
+
+Categories come from Spark's guide, "Recovery Semantics after Changes in a Streaming Query"
+(structured-streaming-programming-guide / apis-on-dataframes-and-datasets.md): *allowed*
+("you can do the specified change but whether the semantics of its effect is well-defined
+depends on the query and the change"), *not allowed* ("the restarted query is likely to fail
+with unpredictable errors") and *ill-defined* (the guide's word for e.g. other changes in a
+stream-stream join condition). Where Spark itself checks (source count, state schemas), the
+finding carries the error Spark raises, verified on Spark 4.3.0 (see tests/audit_query).
+
+Every rule here runs only when the audit context carries a :class:`QueryShape`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
+from ckptfix.audit.queryshape import OperatorShape, QueryShape, SourceShape, StoreShape, compatible, ddl
+from ckptfix.audit.registry import check, define
+from ckptfix.audit.targets import SparkTarget
+from ckptfix.checkpoint import OperatorDir
+from ckptfix.errors import FormatError
+from ckptfix.formats.offsetlog import SourceOffset, file_source_log_offset
+from ckptfix.formats.unsaferow import StructType
+from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
+
+GUIDE = "Spark guide, Recovery Semantics after Changes in a Streaming Query"
+
+Q_SOURCES = define(
+    "QUERY-SOURCES",
+    "error",
+    "The new query has a different number or kind of sources",
+    f"{GUIDE}: 'Changes in the number or type (i.e. different source) of input sources: This is not allowed.' "
+    "Spark checks the number when it restores the offsets of the latest batch (OffsetSeq.toStreamProgress): "
+    "'There are [n] sources in the checkpoint offsets and now there are [m] sources requested by the query. "
+    "Cannot continue.'",
+    "Keep the sources of the checkpointed query (same number, same order, same kind), or start the changed "
+    "query on a new checkpoint.",
+)
+Q_SOURCE_PARAMS = define(
+    "QUERY-SOURCE-PARAMS",
+    "warning",
+    "A source reads something else than the checkpoint recorded",
+    f"{GUIDE}: 'Changes to subscribed topics/files is generally not allowed as the results are unpredictable' "
+    "(rate limits may change: 'Addition/deletion/modification of rate limits is allowed'). The file source "
+    "remembers the files it read by path, and on restart lists the latest batch's files again with the (new) "
+    "path as basePath: another directory fails with `IllegalArgumentException: Wrong basePath <new> for the root "
+    "path: <old file>` (seen on 3.5.9 and 4.3.0). Kafka offsets are kept per topic partition.",
+    "Read the same path/topics as before, or start the changed query on a new checkpoint.",
+)
+Q_OPERATORS = define(
+    "QUERY-STATEFUL-OPERATORS",
+    "error",
+    "The new query's stateful operators differ from the checkpoint's",
+    f"{GUIDE}: 'any changes (that is, additions, deletions, or schema modifications) to the stateful operations "
+    "of a streaming query are not allowed between restarts'. Operators are matched by id (Spark numbers them "
+    "in plan order). Spark 4.x compares them with the operator metadata (state/<op>/_metadata) on the first "
+    "batch after a restart and fails with STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA; without "
+    "operator metadata (3.5) an added operator finds no state, a removed one leaves its state unused, and a "
+    "different operator at an id reads state written by another.",
+    "Keep the stateful operators of the checkpointed query, or start the changed query on a new checkpoint.",
+)
+Q_KEY = define(
+    "QUERY-STATE-KEY-SCHEMA",
+    "error",
+    "A stateful operator's key schema is not compatible with the stored one",
+    f"{GUIDE}: for a streaming aggregation 'Any change in number or type of grouping keys or aggregates is not "
+    "allowed'; the same for deduplication keys and join keys. Spark's StateSchemaCompatibilityChecker compares "
+    "the new key schema with state/<op>/0/_metadata/schema (field count and types, names ignored, a field may "
+    "only become non-nullable) and fails with STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE.",
+    "Keep the grouping/deduplication/join keys (same number and types), or start on a new checkpoint. "
+    "spark.sql.streaming.stateStore.stateSchemaCheck=false only hides the check: rows are then misread.",
+)
+Q_VALUE = define(
+    "QUERY-STATE-VALUE-SCHEMA",
+    "error",
+    "A stateful operator's value schema is not compatible with the stored one",
+    f"{GUIDE}: for a streaming aggregation 'Any change in number or type of grouping keys or aggregates is not "
+    "allowed'. Spark compares the new value schema (the aggregation buffers) with the stored one and fails "
+    "with STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE (deduplication without watermark stores a dummy value and is "
+    "not checked).",
+    "Keep the aggregates (same number, order and types), or start on a new checkpoint.",
+)
+Q_RENAMED = define(
+    "QUERY-STATE-RENAMED",
+    "info",
+    "State schema fields were renamed only",
+    "Spark compares state schemas ignoring field names ('Detected schema change which is compatible'): the "
+    "restart works and the stored values are read by position. Allowed.",
+    "Nothing to do, as long as the fields still mean the same in the same order.",
+)
+Q_REORDERED = define(
+    "QUERY-STATE-REORDERED",
+    "error",
+    "State schema fields are in a different order: Spark restarts and reads the wrong values",
+    "Spark compares state schemas by position and ignores names, so a new schema with the same types in another "
+    "order passes the check, and the stored values are read into the wrong fields (seen on 4.3.0: the stored "
+    "sum read as count). The guide calls changed aggregates not allowed; a projection or column order change "
+    "after an aggregation can reorder the aggregation buffers too, because the optimizer prunes and reorders "
+    "them.",
+    "Keep the aggregates in the original order (and the columns the projection keeps), or start on a new "
+    "checkpoint. Check the new plan's value schema with this audit before restarting.",
+)
+Q_CONF = define(
+    "QUERY-CONF-IGNORED",
+    "info",
+    "A session conf differs from the value recorded in the checkpoint (the recorded one is used)",
+    "On restart Spark restores the confs recorded in the latest offset file (OffsetSeqMetadata.setSessionConf): "
+    "spark.sql.shuffle.partitions (the number of state partitions), the state store providerClass, "
+    "spark.sql.streaming.multipleWatermarkPolicy and the state format versions. A different session value is "
+    "allowed and ignored.",
+    "To really change them, start a new checkpoint (or repartition the state where a tool supports it).",
+)
+Q_SINK = define(
+    "QUERY-SINK",
+    "warning",
+    "The new query's sink may not continue the old one",
+    f"{GUIDE}: 'Changes in the type of output sink: Changes between a few specific combinations of sinks are "
+    "allowed' (file sink to Kafka allowed, Kafka to file sink not allowed, Kafka to foreach and back allowed); "
+    "'Changes to output directory of a file sink is not allowed'; 'Changes to output topic is allowed'. The "
+    "checkpoint does not record the sink kind, so only what the files prove is checked.",
+    "Write to the same sink (same file sink path) as before, or start the changed query on a new checkpoint.",
+)
+Q_UNCHECKED = define(
+    "QUERY-UNCHECKED",
+    "info",
+    "Part of the new query could not be compared with the checkpoint",
+    "Some operators (transformWithState, flatMapGroupsWithState in some versions) keep schemas ckptfix does not "
+    "derive from the plan, or the checkpoint has no stored schema to compare with.",
+    "Check these operators by hand against the guide, or test the restart on a copy of the checkpoint.",
+)
+
+_POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
+_CONFS = {
+    "spark.sql.shuffle.partitions": "the number of state partitions stays the recorded one",
+    "spark.sql.streaming.stateStore.providerClass": "the state store provider stays the recorded one",
+    _POLICY: "the recorded multiple-watermark policy is used",
+    "spark.sql.streaming.aggregation.stateFormatVersion": "aggregation state keeps the recorded format",
+    "spark.sql.streaming.join.stateFormatVersion": "join state keeps the recorded format",
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "flatMapGroupsWithState keeps the recorded format",
+    "spark.sql.streaming.stateStore.compression.codec": "state files keep the recorded codec",
+    "spark.sql.streaming.stateStore.encodingFormat": "state rows keep the recorded encoding",
+}
+
+
+def _schema_error(target: SparkTarget, what: str, stored: StructType, new: StructType) -> SparkError:
+    if target.error_classes:
+        cls = f"StateStore{what.capitalize()}SchemaNotCompatible"
+        return SparkError(
+            f"org.apache.spark.sql.execution.streaming.state.{cls}",
+            f"STATE_STORE_{what.upper()}_SCHEMA_NOT_COMPATIBLE",
+            f"Provided {what} schema does not match existing state {what} schema.",
+        )
+    # 3.5 (facts: 3.5's StateSchemaCompatibilityChecker; not run live here)
+    return SparkError(
+        "org.apache.spark.sql.execution.streaming.state.StateSchemaNotCompatible",
+        None,
+        "Provided schema doesn't match to the schema for existing state!",
+    )
+
+
+def _query(ctx: AuditContext) -> QueryShape | None:
+    return getattr(ctx, "query", None)
+
+
+# ------------------------------------------------------------------------------------ sources
+
+
+def _stored_kind(ctx: AuditContext, src: SourceOffset) -> str | None:
+    """What the offset line and the sources/<i> log prove about a recorded source."""
+    if src.source_id in ctx.ckpt.sources or file_source_log_offset(src.json) is not None:
+        return "file"
+    if src.json is None:
+        return None
+    try:
+        value = json.loads(src.json)
+    except ValueError:
+        return None
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(v, dict) and all(k.lstrip("-").isdigit() for k in v) for v in value.values())
+    ):
+        return "kafka"  # {"topic": {"0": offset, ...}}
+    return None
+
+
+def _local(url: str) -> str:
+    p = urlparse(url)
+    return unquote(p.path) if p.scheme in ("file", "") else url
+
+
+@check
+def query_sources(ctx: AuditContext) -> Iterator[Finding | Skipped]:
+    q = _query(ctx)
+    if q is None:
+        return
+    cur = ctx.latest_offset_file
+    L = ctx.latest_offset
+    if cur is None or L is None:
+        yield Skipped(Q_SOURCES.id, "no readable offset file: the sources cannot be compared (a new query)")
+        return
+    off = ctx.ckpt.display(f"offsets/{L}")
+    n_old, n_new = len(cur.offsets), len(q.sources)
+    if n_old != n_new:
+        yield Q_SOURCES.finding(
+            f"not allowed: {off} records {n_old} source(s), the new query has {n_new} "
+            f"({', '.join(s.description or s.kind for s in q.sources)}); Spark refuses to continue",
+            [Evidence(off, expected=f"{n_new} source offset lines", found=f"{n_old}")],
+            spark_error=SparkError(
+                "java.lang.AssertionError",
+                None,
+                f"assertion failed: There are [{n_old}] sources in the checkpoint offsets and now there are "
+                f"[{n_new}] sources requested by the query. Cannot continue.",
+                batch=L,
+            ),
+            stage=50,
+        )
+        return
+    for i, (rec, new) in enumerate(zip(cur.offsets, q.sources, strict=True)):
+        old_kind = _stored_kind(ctx, rec)
+        new_kind = "file" if new.kind == "file" else new.kind
+        if old_kind is not None and (old_kind == "file") != (new_kind == "file"):
+            yield Q_SOURCES.finding(
+                f"not allowed: source {i} was a {old_kind} source (offset {rec.json!r} in {off}), the new query "
+                f"reads it with {new.kind} ({new.description}); the new source cannot resume from that offset",
+                [Evidence(off, expected=f"a {new.kind} offset", found=str(rec.json)[:80])],
+            )
+            continue
+        yield from _source_params(ctx, i, rec, new, old_kind)
+
+
+def _source_params(
+    ctx: AuditContext, i: int, rec: SourceOffset, new: SourceShape, old_kind: str | None
+) -> Iterator[Finding]:
+    if new.kind == "file" and old_kind == "file" and "path" in new.options:
+        log = ctx.ckpt.sources.get(rec.source_id)
+        if log is None or log.latest is None:
+            return
+        try:
+            entries = ctx.ckpt.source_log(rec.source_id, log.latest).entries
+        except FormatError:
+            return  # SRC-LOG-UNREADABLE reports it
+        path = new.options["path"]
+        if any(ch in path for ch in "*?[{"):
+            return  # a glob: cannot tell
+        root = _local(path).rstrip("/") + "/"
+        paths = [_entry_path(e) for e in entries]
+        outside = [p for p in paths if p and not _local(p).startswith(root)]
+        if paths and len(outside) == len(paths):
+            rel = log.path_of(log.latest)
+            yield Q_SOURCE_PARAMS.finding(
+                f"not allowed: source {i} now reads {path}, but every file in {ctx.ckpt.display(rel)} is "
+                f"elsewhere (e.g. {outside[0]}); on restart the file source lists the files of the latest batch "
+                "again with the new directory as basePath and fails",
+                [Evidence(ctx.ckpt.display(rel), expected=f"files under {path}", found=outside[0])],
+                severity="error",
+                spark_error=SparkError(
+                    "java.lang.IllegalArgumentException", None, "Wrong basePath", batch=ctx.latest_offset
+                ),
+                stage=55,
+            )
+    elif new.kind == "kafka" and old_kind == "kafka" and rec.json:
+        try:
+            old_topics = set(json.loads(rec.json))
+        except ValueError:
+            return
+        sub = new.options.get("subscribe")
+        if sub is None:
+            return
+        new_topics = {t.strip() for t in sub.split(",") if t.strip()}
+        if new_topics != old_topics:
+            yield Q_SOURCE_PARAMS.finding(
+                f"not allowed (results unpredictable): source {i} subscribes to {sorted(new_topics)}, the "
+                f"checkpoint has offsets for {sorted(old_topics)}",
+                [Evidence(ctx.ckpt.display(f"offsets/{ctx.latest_offset}"), found=rec.json[:120])],
+            )
+
+
+def _entry_path(entry: dict[str, Any]) -> str:
+    v = entry.get("path")
+    return v if isinstance(v, str) else ""
+
+
+# ------------------------------------------------------------------------------------- state
+
+
+@check
+def query_state(ctx: AuditContext) -> Iterator[Finding | Skipped]:
+    q = _query(ctx)
+    if q is None:
+        return
+    ck = ctx.ckpt
+    stored = ck.state.operators
+    new = {op.operator_id: op for op in q.operators}
+    infos: dict[int, OperatorInfo] = {}
+    for op_id, op in stored.items():
+        try:
+            infos[op_id] = operator_info(ck, op)
+        except FormatError as exc:
+            yield Skipped(Q_OPERATORS.id, f"operator {op_id}: metadata unreadable ({exc}); not compared")
+    old_names = {i: infos[i].name for i in infos if infos[i].name}
+    new_names = {i: o.name for i, o in new.items()}
+    if ctx.target.major >= 4 and old_names and old_names != new_names:
+        # 4.x: IncrementalExecution.checkOperatorValidWithMetadata compares every operator id of the first
+        # batch after a restart with state/<op>/_metadata (seen on 4.3.0: a removed operator)
+        def listing(names: dict[int, str | None]) -> str:
+            return ", ".join(f"(OperatorId: {i} -> OperatorName: {n})" for i, n in sorted(names.items()))
+
+        yield Q_OPERATORS.finding(
+            f"not allowed: the checkpoint's operator metadata has [{listing(dict(old_names))}], the new query "
+            f"has [{listing(dict(new_names))}]; Spark refuses the restart",
+            [
+                Evidence(ck.display(f"state/{i}/_metadata"), expected=new_names.get(i), found=n)
+                for i, n in old_names.items()
+            ],
+            spark_error=SparkError(
+                "org.apache.spark.SparkRuntimeException",
+                "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+                "Streaming stateful operator name does not match with the operator in state metadata.",
+            ),
+            stage=61,
+        )
+        return
+    committed = ctx.latest_commit is not None
+    for op_id in sorted(set(new) - set(stored)):
+        added = new[op_id]
+        if committed:
+            yield Q_OPERATORS.finding(
+                f"not allowed: the new query has stateful operator {op_id} ({added.name}, "
+                f"{added.detail or added.node}) "
+                f"but {ck.display('state')} has no state for it; it would start from nothing after batch "
+                f"{ctx.latest_commit} (or fail to load it)",
+                [Evidence(ck.display(f"state/{op_id}"), expected="state of the operator", found="none")],
+            )
+    for op_id in sorted(set(stored) - set(new)):
+        yield Q_OPERATORS.finding(
+            f"not allowed: {ck.display(f'state/{op_id}')} holds state of operator {op_id}, which the new query "
+            "does not have; that state would be silently unused",
+            [Evidence(ck.display(f"state/{op_id}"), note="no matching operator in the new plan")],
+            silent=True,
+        )
+    for op_id in sorted(set(infos) & set(new)):
+        yield from _compare_operator(ctx, stored[op_id], infos[op_id], new[op_id])
+
+
+def _compare_operator(
+    ctx: AuditContext, op: OperatorDir, info: OperatorInfo, new: OperatorShape
+) -> Iterator[Finding | Skipped]:
+    ck = ctx.ckpt
+    if info.name and info.name != new.name:
+        yield Q_OPERATORS.finding(
+            f"not allowed: operator {op.operator} is {info.name} in the checkpoint's operator metadata and "
+            f"{new.name} in the new query",
+            [Evidence(ck.display(f"{op.rel}/_metadata"), expected=new.name, found=info.name)],
+        )
+        return
+    if info.is_tws or not new.stores:
+        yield Q_UNCHECKED.finding(
+            f"operator {op.operator} ({new.name}): state schemas not compared", [Evidence(ck.display(op.rel))]
+        )
+        return
+    old_names = set(info.stores)
+    new_names = {s.name for s in new.stores}
+    if old_names != new_names and not (old_names == {"default"} and len(new.stores) == 1):
+        yield Q_OPERATORS.finding(
+            f"not allowed: operator {op.operator} stores {sorted(old_names)} in the checkpoint, the new "
+            f"{new.name} has {sorted(new_names)} (a different operator or state format)",
+            [Evidence(ck.display(op.rel), expected=", ".join(sorted(new_names)), found=", ".join(sorted(old_names)))],
+        )
+        return
+    for store in new.stores:
+        yield from _compare_store(ctx, op, info, new, store)
+
+
+def _compare_store(
+    ctx: AuditContext, op: OperatorDir, info: OperatorInfo, new: OperatorShape, store: StoreShape
+) -> Iterator[Finding | Skipped]:
+    ck = ctx.ckpt
+    try:
+        old = store_schema(ck, op, info, store.name)
+    except FormatError as exc:
+        yield Skipped(Q_KEY.id, f"operator {op.operator} store {store.name}: {exc}")
+        return
+    where = old.source or ck.display(op.rel)
+    label = f"operator {op.operator} ({new.name}{', ' + new.detail if new.detail else ''})"
+    if store.name != "default":
+        label += f" store {store.name}"
+    renamed: list[tuple[StructType, StructType, str]] = []
+    if store.key is not None:
+        if not compatible(store.key, old.key):
+            yield Q_KEY.finding(
+                f"not allowed: {label}: the stored key schema is {ddl(old.key)}, the new query's is "
+                f"{ddl(store.key)}; Spark refuses the restart",
+                [Evidence(where, expected=ddl(store.key), found=ddl(old.key))],
+                spark_error=_schema_error(ctx.target, "key", old.key, store.key),
+                stage=62,
+            )
+            return
+        if old.key.names != store.key.names:
+            renamed.append((old.key, store.key, "key"))
+    if store.value is not None and not store.ignore_value:
+        if not compatible(store.value, old.value):
+            yield Q_VALUE.finding(
+                f"not allowed: {label}: the stored value schema is {ddl(old.value)}, the new query's is "
+                f"{ddl(store.value)}; Spark refuses the restart",
+                [Evidence(where, expected=ddl(store.value), found=ddl(old.value))],
+                spark_error=_schema_error(ctx.target, "value", old.value, store.value),
+                stage=62,
+            )
+            return
+        if old.value.names != store.value.names:
+            renamed.append((old.value, store.value, "value"))
+    for old_s, new_s, what in renamed:
+        if sorted(old_s.names) == sorted(new_s.names):
+            moved = [f"{n} -> {o}" for o, n in zip(old_s.names, new_s.names, strict=True) if o != n]
+            yield Q_REORDERED.finding(
+                f"not allowed (silently wrong): {label}: the stored {what} schema is {ddl(old_s)}, the new "
+                f"query's is {ddl(new_s)}: same types in another order, so Spark's check passes and the new "
+                f"fields read the stored values of others ({', '.join(moved)})",
+                [Evidence(where, expected=ddl(new_s), found=ddl(old_s))],
+                silent=True,
+            )
+            return
+    if renamed:
+        yield Q_RENAMED.finding(
+            f"allowed: {label}: stored {ddl(old.key)} -> {ddl(old.value)}, new {ddl(store.key)} -> "
+            f"{ddl(store.value)}: only names differ; Spark reads the stored values by position",
+            [Evidence(where)],
+        )
+
+
+# -------------------------------------------------------------------------------------- confs
+
+
+@check
+def query_confs(ctx: AuditContext) -> Iterator[Finding]:
+    q = _query(ctx)
+    if q is None or ctx.latest_offset is None:
+        return
+    stored = ctx.conf
+    off = ctx.ckpt.display(f"offsets/{ctx.latest_offset}")
+    for key, effect in _CONFS.items():
+        new = q.conf.get(key)
+        old = stored.get(key)
+        if new is None or old is None or new == old:
+            continue
+        if key == _POLICY and q.watermarks < 2:
+            note = " (the query has fewer than two watermarks: the policy does not matter)"
+        else:
+            note = ""
+        yield Q_CONF.finding(
+            f"allowed, ignored: the session sets {key}={new}, {off} records {old}: {effect}{note}",
+            [Evidence(off, expected=f"{key}={new}", found=f"{key}={old}")],
+        )
+
+
+# --------------------------------------------------------------------------------------- sink
+
+
+@check
+def query_sink(ctx: AuditContext) -> Iterator[Finding]:
+    q = _query(ctx)
+    if q is None or ctx.latest_commit is None:
+        return
+    sink = q.sink
+    old_file_sink = ctx.sink is not None and ctx.sink.log.latest is not None
+    if sink.is_file:
+        if ctx.sink is None:
+            return
+        same = _local(sink.path or "").rstrip("/") == _local(ctx.sink.location.url).rstrip("/")
+        if not same and old_file_sink:
+            yield Q_SINK.finding(
+                f"not allowed: the checkpoint's file sink is {ctx.sink.location.url} (its _spark_metadata has "
+                f"batches), the new query writes to {sink.path}: 'Changes to output directory of a file sink "
+                "is not allowed'",
+                [Evidence(ctx.sink.location.display("_spark_metadata"), expected=str(sink.path))],
+            )
+        elif same and not old_file_sink:
+            yield Q_SINK.finding(
+                f"not allowed if the old query wrote to another file sink directory: {sink.path} has no "
+                f"_spark_metadata although batches up to {ctx.latest_commit} are committed ('Changes to output "
+                "directory of a file sink is not allowed'); ill-defined if the old sink was not a file sink "
+                "('Changes between a few specific combinations of sinks are allowed')",
+                [Evidence(ctx.sink.location.display("_spark_metadata"), expected="the sink log", found="none")],
+            )
+        return
+    if old_file_sink:
+        assert ctx.sink is not None
+        if sink.kind.lower() == "kafka":
+            yield Q_SINK.finding(
+                f"allowed: the checkpoint's file sink {ctx.sink.location.url} is replaced by Kafka: 'File sink to "
+                "Kafka sink is allowed. Kafka will see only the new data.'",
+                [Evidence(ctx.sink.location.display("_spark_metadata"))],
+                severity="info",
+            )
+        else:
+            yield Q_SINK.finding(
+                f"ill-defined: the checkpoint's file sink {ctx.sink.location.url} is replaced by {sink.kind}: "
+                "'Changes between a few specific combinations of sinks are allowed. This needs to be verified on "
+                "a case-by-case basis.'",
+                [Evidence(ctx.sink.location.display("_spark_metadata"))],
+            )
+        return
+    if sink.kind.lower() in ("memory", "console", "noop"):
+        yield Q_SINK.finding(
+            f"ill-defined: the new query writes to the {sink.kind} sink; the checkpoint does not record the old "
+            "sink, and the guide allows sink changes only for specific combinations ('This needs to be verified "
+            f"on a case-by-case basis'); the {sink.kind} sink keeps nothing of what batches 0..{ctx.latest_commit} "
+            "wrote",
+            [Evidence(ctx.ckpt.display(f"commits/{ctx.latest_commit}"), note="committed batches")],
+            severity="info",
+        )

@@ -1,0 +1,396 @@
+"""Describe a user's unstarted streaming query as a :class:`~ckptfix.audit.queryshape.QueryShape`.
+
+How (facts from Spark's source, 4.x): ``QueryExecution.queryExecutionForExplain`` of a
+streaming Dataset is an ``IncrementalExecution`` with checkpoint ``"<unknown>"``, batch 0
+and ``isFirstBatch = false`` -- the one ``Dataset.explain`` uses. Planning it runs the
+stateful strategies and the ``state`` rule (operator ids, state format versions, number of
+partitions) but not the schema-validation rule, and it never touches a checkpoint or runs a
+batch. Spark 3.5 has no ``queryExecutionForExplain``: there the IncrementalExecution is built
+with the same arguments explain uses.
+
+Before planning, the confs recorded in the checkpoint's offset log are set on the session (as
+``OffsetSeqMetadata.setSessionConf`` does on restart: stored values win), so the plan is the
+one the restarted query would get; the session's own values are reported separately and put
+back afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape, StoreShape
+from ckptfix.errors import UsageError
+from ckptfix.formats.unsaferow import StructType, parse_schema
+
+#: the confs a restart takes from the offset log (OffsetSeqMetadata.relevantSQLConfs, the ones
+#: the audit talks about); the session's values are recorded for the report
+REPORTED_CONFS = (
+    "spark.sql.shuffle.partitions",
+    "spark.sql.streaming.stateStore.providerClass",
+    "spark.sql.streaming.multipleWatermarkPolicy",
+    "spark.sql.streaming.aggregation.stateFormatVersion",
+    "spark.sql.streaming.join.stateFormatVersion",
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion",
+    "spark.sql.streaming.stateStore.compression.codec",
+    "spark.sql.streaming.stateStore.encodingFormat",
+)
+
+FILE_FORMATS = {"parquet", "json", "csv", "orc", "text", "avro", "xml", "binaryfile"}
+#: options that say WHAT a source reads (the rest -- rate limits, schemas -- may change freely)
+SOURCE_IDENTITY = (
+    "path",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "topic",
+    "kafka.bootstrap.servers",
+    "host",
+    "port",
+)
+
+
+def describe(spec: str, spark: Any, stored_conf: Mapping[str, str] | None = None) -> QueryShape:
+    """Load MODULE:FUNCTION, call it with ``spark``, plan the query (never start it)."""
+    from ckptfix.spark.usercode import load_writer
+
+    writer = load_writer(spec, spark)  # may set session confs itself, as a job does before start()
+    session_conf = {k: v for k in REPORTED_CONFS if (v := _get_conf(spark, k)) is not None}
+    with _stored_confs(spark, stored_conf or {}):
+        try:
+            return _shape(spec, spark, writer, session_conf)
+        except UsageError:
+            raise
+        except Exception as exc:  # py4j / analysis errors while planning the user's query
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(f"{spec}: Spark cannot plan this query: {type(exc).__name__}: {first}") from None
+
+
+# ------------------------------------------------------------------------------------ confs
+
+
+def _get_conf(spark: Any, key: str) -> str | None:
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:
+        return None
+    return None if value is None else str(value)
+
+
+@contextlib.contextmanager
+def _stored_confs(spark: Any, stored: Mapping[str, str]) -> Iterator[None]:
+    saved: dict[str, str | None] = {}
+    try:
+        for key, value in stored.items():
+            saved[key] = _get_conf(spark, key)
+            with contextlib.suppress(Exception):  # a conf this Spark does not know or refuses
+                spark.conf.set(key, value)
+        yield
+    finally:
+        for key, old in saved.items():
+            with contextlib.suppress(Exception):
+                if old is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, old)
+
+
+# ----------------------------------------------------------------------------- py4j helpers
+
+
+def _seq(jseq: Any) -> list[Any]:
+    return [jseq.apply(i) for i in range(jseq.length())]
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A (private) field of a JVM object, looked up through its class hierarchy."""
+    cls = obj.getClass()
+    while cls is not None:
+        try:
+            f = cls.getDeclaredField(name)
+            f.setAccessible(True)
+            return f.get(obj)
+        except Exception:
+            cls = cls.getSuperclass()
+    return None
+
+
+def _opt(joption: Any) -> Any:
+    if joption is None:
+        return None
+    try:
+        return joption.get() if joption.isDefined() else None
+    except Exception:
+        return joption
+
+
+def _map(spark: Any, jmap: Any) -> dict[str, str]:
+    """A Scala Map / CaseInsensitiveMap / CaseInsensitiveStringMap as a Python dict."""
+    if jmap is None:
+        return {}
+    with contextlib.suppress(Exception):
+        jmap = jmap.originalMap()  # CaseInsensitiveMap: keep the user's spelling
+    jvm = spark._jvm
+    for conv in (
+        lambda m: jvm.scala.jdk.javaapi.CollectionConverters.asJava(m),
+        lambda m: jvm.scala.collection.JavaConverters.mapAsJavaMap(m),
+        lambda m: m.asCaseSensitiveMap(),  # CaseInsensitiveStringMap
+    ):
+        try:
+            java = conv(jmap)
+            return {str(k): str(java.get(k)) for k in list(java.keySet().toArray())}
+        except Exception:
+            continue
+    return {}
+
+
+def _schema(jstruct: Any) -> StructType:
+    return parse_schema(json.loads(jstruct.json()), "<new query>")
+
+
+def _attrs_schema(attrs: list[Any]) -> StructType:
+    fields = [
+        {"name": a.name(), "type": json.loads(a.dataType().json()), "nullable": bool(a.nullable()), "metadata": {}}
+        for a in attrs
+    ]
+    return parse_schema({"type": "struct", "fields": fields}, "<new query>")
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+# ---------------------------------------------------------------------------------- the plan
+
+
+def _incremental_execution(spark: Any, jdf: Any) -> Any:
+    qe = jdf.queryExecution()
+    with contextlib.suppress(Exception):
+        return qe.queryExecutionForExplain()  # 4.x
+    jvm = spark._jvm  # 3.5: the arguments Dataset.explain passes
+    pkg = jvm.org.apache.spark.sql.execution.streaming
+    empty_conf = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+    args = [
+        jdf.sparkSession(),
+        qe.logical(),
+        jvm.org.apache.spark.sql.streaming.OutputMode.Append(),
+        "<unknown>",
+        jvm.java.util.UUID.randomUUID(),
+        jvm.java.util.UUID.randomUUID(),
+        0,
+        jvm.scala.Option.empty(),
+        pkg.OffsetSeqMetadata(0, 0, empty_conf),
+        pkg.WatermarkPropagator.noop(),
+    ]
+    try:
+        return pkg.IncrementalExecution(*args)  # 3.5.x
+    except Exception:
+        return pkg.IncrementalExecution(*args, False)  # with isFirstBatch
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    """Pre-order, children left to right (the order Spark numbers sources in)."""
+    yield node
+    for child in _seq(node.children()):
+        yield from _walk(child)
+
+
+def _shape(spec: str, spark: Any, writer: Any, session_conf: dict[str, str]) -> QueryShape:
+    jdf = writer._df._jdf
+    if not jdf.isStreaming():
+        raise UsageError(f"{spec}: the DataFrame is not streaming (build it from spark.readStream)")
+    analyzed = jdf.queryExecution().analyzed()
+    sources: list[SourceShape] = []
+    watermarks = 0
+    seen: set[str] = set()
+    for node in _walk(analyzed):
+        cls = _short(node.getClass().getName())
+        if cls == "EventTimeWatermark":
+            watermarks += 1
+        elif cls in ("StreamingRelation", "StreamingRelationV2"):
+            text = node.toString()
+            if cls == "StreamingRelation" and text in seen:  # Spark reuses one source for a self-union
+                continue
+            seen.add(text)
+            sources.append(_source(spark, node, cls))
+    ie = _incremental_execution(spark, jdf)
+    operators = [op for node in _walk(ie.executedPlan()) if (op := _operator(node)) is not None]
+    operators.sort(key=lambda o: o.operator_id)
+    return QueryShape(
+        spec=spec,
+        spark_version=str(spark.version),
+        sources=tuple(sources),
+        sink=_sink(spark, writer),
+        operators=tuple(operators),
+        conf=session_conf,
+        watermarks=watermarks,
+    )
+
+
+def _source(spark: Any, node: Any, cls: str) -> SourceShape:
+    if cls == "StreamingRelation":
+        ds = node.dataSource()
+        fmt = str(ds.className())
+        options = _map(spark, ds.options())
+        short = _short(fmt).lower()
+        is_file = fmt.lower() in FILE_FORMATS or any(short.startswith(f) for f in FILE_FORMATS if f != "text")
+        kind = "file" if is_file or "FileSource[" in node.toString() else fmt.lower()
+        if is_file:
+            options = {**options, "format": fmt}
+    else:
+        kind = str(node.sourceName()).lower()
+        options = _map(spark, node.extraOptions())
+    ident = {k.lower(): v for k, v in options.items() if k.lower() in (*SOURCE_IDENTITY, "format")}
+    if kind == "file" and "path" in ident:
+        ident["path"] = _qualify(spark, ident["path"])
+    return SourceShape(kind, ident, str(node.toString()).splitlines()[0][:200])
+
+
+def _qualify(spark: Any, path: str) -> str:
+    """The path as Spark qualifies it (``file:///...`` for a local path)."""
+    try:
+        jpath = spark._jvm.org.apache.hadoop.fs.Path(path)
+        fs = jpath.getFileSystem(spark._jsc.hadoopConfiguration())
+        qualified = str(fs.makeQualified(jpath).toString())
+    except Exception:
+        return path
+    if qualified.startswith("file:/") and not qualified.startswith("file://"):
+        qualified = "file://" + qualified[len("file:") :]  # Hadoop's file:/x as a URL fsspec reads: file:///x
+    return qualified
+
+
+def _sink(spark: Any, writer: Any) -> SinkShape:
+    jw = writer._jwrite
+    source = _field(jw, "source")
+    options = _map(spark, _field(jw, "extraOptions"))
+    kind = str(source) if source is not None else str(_get_conf(spark, "spark.sql.sources.default") or "parquet")
+    if _field(jw, "foreachBatchWriter") is not None:
+        kind = "foreachBatch"
+    elif _field(jw, "foreachWriter") is not None:
+        kind = "foreach"
+    options = {k: v for k, v in options.items() if k.lower() != "checkpointlocation"}
+    path = next((v for k, v in options.items() if k.lower() == "path"), None)
+    if path is not None:
+        options = {k: v for k, v in options.items() if k.lower() != "path"}
+        options["path"] = _qualify(spark, path) if kind.lower() in FILE_FORMATS else path
+    mode = _field(jw, "outputMode")
+    trigger = _field(jw, "trigger")
+    return SinkShape(
+        kind,
+        options,
+        str(mode).lower() if mode is not None else None,
+        str(trigger) if trigger is not None else None,
+    )
+
+
+_STATEFUL = {
+    "StateStoreSaveExec",
+    "SessionWindowStateStoreSaveExec",
+    "StreamingDeduplicateExec",
+    "StreamingDeduplicateWithinWatermarkExec",
+    "StreamingSymmetricHashJoinExec",
+    "FlatMapGroupsWithStateExec",
+    "FlatMapGroupsInPandasWithStateExec",
+    "TransformWithStateExec",
+    "TransformWithStateInPandasExec",
+    "TransformWithStateInPySparkExec",
+    "StreamingGlobalLimitExec",
+}
+
+
+def _operator(node: Any) -> OperatorShape | None:
+    cls = _short(node.getClass().getName())
+    if cls not in _STATEFUL:
+        return None
+    info = _opt(node.stateInfo())
+    if info is None:
+        return None
+    try:
+        name = str(node.shortName())
+    except Exception:
+        name = cls
+    version = None
+    with contextlib.suppress(Exception):
+        version = int(node.stateFormatVersion())
+    stores: tuple[StoreShape, ...] = ()
+    detail = ""
+    with contextlib.suppress(Exception):
+        stores, detail = _stores(node, cls)
+    return OperatorShape(
+        operator_id=int(info.operatorId()),
+        name=name,
+        node=cls,
+        stores=stores,
+        state_format_version=version,
+        num_partitions=int(info.numPartitions()),
+        detail=detail,
+    )
+
+
+_JOIN_PACKAGES = (
+    "org.apache.spark.sql.execution.streaming.operators.stateful.join.",  # 4.x
+    "org.apache.spark.sql.execution.streaming.state.",  # 3.5 (state manager)
+    "org.apache.spark.sql.execution.streaming.",  # 3.5 (helper)
+)
+
+
+def _scala_object(node: Any, name: str) -> Any:
+    """A Scala ``object`` (its ``MODULE$``), loaded by the node's class loader."""
+    loader = node.getClass().getClassLoader()
+    jvm_class = node.getClass().getClass()  # java.lang.Class, for its static forName
+    for pkg in _JOIN_PACKAGES:
+        try:
+            return jvm_class.forName(pkg + name + "$", True, loader).getField("MODULE$").get(None)
+        except Exception:
+            continue
+    raise LookupError(name)
+
+
+def _join_stores(node: Any) -> tuple[StoreShape, ...]:
+    """The four stores' schemas, as the join's validateAndMaybeEvolveStateSchema computes them
+    (SymmetricHashJoinStateManager.getSchemaForStateStores per side)."""
+    manager = _scala_object(node, "SymmetricHashJoinStateManager")
+    version = int(node.stateFormatVersion())
+    out = []
+    for side, child, keys in (
+        ("StreamingSymmetricHashJoinHelper$LeftSide", node.left(), node.leftKeys()),
+        ("StreamingSymmetricHashJoinHelper$RightSide", node.right(), node.rightKeys()),
+    ):
+        schemas = manager.getSchemaForStateStores(_scala_object(node, side), child.output(), keys, version)
+        it = schemas.iterator()
+        while it.hasNext():
+            pair = it.next()
+            key_value = pair._2()
+            out.append(StoreShape(str(pair._1()), _schema(key_value._1()), _schema(key_value._2())))
+    return tuple(sorted(out, key=lambda s: s.name))
+
+
+def _stores(node: Any, cls: str) -> tuple[tuple[StoreShape, ...], str]:
+    if cls in ("StateStoreSaveExec", "SessionWindowStateStoreSaveExec"):
+        keys = _seq(node.keyExpressions())
+        key = _attrs_schema(keys)
+        value = _schema(node.stateManager().getStateValueSchema())
+        if cls == "SessionWindowStateStoreSaveExec":
+            key = _schema(node.stateManager().getStateKeySchema())
+        return (StoreShape("default", key, value),), "grouping keys " + ", ".join(a.name() for a in keys)
+    if cls.startswith("StreamingDeduplicate"):
+        keys = _seq(node.keyExpressions())
+        dedup_value: StructType | None = None
+        with contextlib.suppress(Exception):
+            dedup_value = _schema(node.schemaForValueRow())
+        within = cls == "StreamingDeduplicateWithinWatermarkExec"
+        return (
+            (StoreShape("default", _attrs_schema(keys), dedup_value, ignore_value=not within),),
+            "keys " + ", ".join(a.name() for a in keys),
+        )
+    if cls == "StreamingSymmetricHashJoinExec":
+        return _join_stores(node), f"{node.joinType().toString()} join"
+    if cls == "FlatMapGroupsWithStateExec":
+        keys = _seq(node.groupingAttributes())
+        value = _schema(node.stateManager().stateSchema())
+        return (StoreShape("default", _attrs_schema(keys), value),), "grouping keys " + ", ".join(
+            a.name() for a in keys
+        )
+    return (), ""
