@@ -1,0 +1,28 @@
+"""The query of recipe 02: JSON input files to an idempotent sink, as it runs after async progress tracking
+was turned off.
+
+``query(spark, input_dir, output_dir)`` returns the UNSTARTED DataStreamWriter (the caller sets
+``checkpointLocation`` and the trigger). Paths default to ``$INPUT`` and ``$OUT``. The sink is ``foreachBatch``
+writing batch ``b`` to ``$OUT/batch_id=<b>/`` with mode overwrite (a batch that runs again replaces its output).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def query(spark: Any, input_dir: str | None = None, output_dir: str | None = None) -> Any:
+    input_dir = input_dir or os.environ["INPUT"]
+    output_dir = output_dir or os.environ["OUT"]
+    source = (
+        spark.readStream.format("json")
+        .schema("id LONG, key STRING, value LONG")
+        .option("maxFilesPerTrigger", 1)
+        .load(input_dir)
+    )
+
+    def write(batch_df: Any, batch_id: int) -> None:
+        batch_df.write.mode("overwrite").json(f"{output_dir}/batch_id={batch_id:05d}")
+
+    return source.writeStream.foreachBatch(write)
