@@ -9,7 +9,7 @@ import typer
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, storage_options
-from ckptfix.cli.repair_cmd import BackupOption, ForceOption, IdleOption
+from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 
 
 class Target(str, Enum):
@@ -29,8 +29,8 @@ def provider(
         None, "--changelog", help="--to rocksdb: changelog checkpointing on or off in the restarting session."
     ),
     target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
-    do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
-    plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
+    do_apply: bool = ApplyOption,
+    plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,

@@ -32,6 +32,8 @@ from ckptfix.storage import Location
 BackupOption = typer.Option(None, "--backup-dir", help="Where backups and the journal go (default <CKPT>/_ckptfix).")
 ForceOption = typer.Option(False, "--force", help="Touch a checkpoint that looks alive (recent writes, new batch).")
 IdleOption = typer.Option(120.0, "--idle-seconds", help="A write this recent means the query may be running.")
+ApplyOption = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing).")
+PlanOutOption = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`.")
 
 
 def _backup(url: str, backup_dir: str | None, opts: dict[str, Any]) -> Location:
@@ -76,8 +78,8 @@ def repair(
     checkpoint: str = typer.Argument(..., help="Checkpoint location."),
     target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
     strategy: str = typer.Option(STRATEGIES[0], "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
-    do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
-    plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
+    do_apply: bool = ApplyOption,
+    plan_out: Path | None = PlanOutOption,
     query_id: str | None = typer.Option(None, "--query-id", help="The query id to restore a missing metadata file."),
     accept_edits: bool = typer.Option(
         False, "--accept-edits", help="Keep log files edited after Spark wrote them: regenerate their .crc sidecars."

@@ -9,7 +9,7 @@ import typer
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, storage_options
-from ckptfix.cli.repair_cmd import BackupOption, ForceOption, IdleOption, carry_out
+from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption, carry_out
 from ckptfix.repair.rollback import plan_rollback
 
 
@@ -21,8 +21,8 @@ def rollback(
     ),
     target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
     sink: str | None = typer.Option(None, "--sink", help="A file sink's output path (its _spark_metadata)."),
-    do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
-    plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
+    do_apply: bool = ApplyOption,
+    plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,

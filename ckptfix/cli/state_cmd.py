@@ -14,7 +14,7 @@ import typer
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, out, storage_options
-from ckptfix.cli.repair_cmd import BackupOption, ForceOption, IdleOption
+from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 from ckptfix.errors import CkptfixError, UsageError
 from ckptfix.render import jsonout
 from ckptfix.storage import parse_storage_options
@@ -355,8 +355,8 @@ def rebuild(
         None, "--retain", help="Versions Spark retains (minBatchesToRetain, default 100)."
     ),
     target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
-    do_apply: bool = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing)."),
-    plan_out: Path | None = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`."),
+    do_apply: bool = ApplyOption,
+    plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,
