@@ -116,31 +116,35 @@ def _mem_kb(pid: int) -> tuple[int, int]:
 def measure(argv: list[str], *, env: dict[str, str] | None = None, poll: float = 0.05) -> dict[str, Any]:
     """Run ``argv``; wall time, peak memory and CPU time of its process tree (CPU: the last
     poll's utime + stime of every process seen, so up to one poll interval is missed)."""
-    t0 = time.perf_counter()
-    ticks: dict[int, int] = {}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=CODE_ROOT, text=True)
-    peak_tree_kb, hwm_kb, names = 0, {}, {}
-    tree_every, tree, n = 20, [proc.pid], 0
-    while proc.poll() is None:
-        if n % tree_every == 0:  # rescanning /proc is not free: every 20 polls (1 s)
-            tree = _tree(proc.pid)
-        n += 1
-        total = 0
-        for p in tree:
-            rss, hwm = _mem_kb(p)
-            total += rss
-            ticks[p] = max(ticks.get(p, 0), _cpu_ticks(p))
-            if hwm:
-                hwm_kb[p] = max(hwm_kb.get(p, 0), hwm)
-                if p not in names:
-                    try:
-                        names[p] = Path(f"/proc/{p}/comm").read_text().strip()
-                    except OSError:
-                        names[p] = "?"
-        peak_tree_kb = max(peak_tree_kb, total)
-        time.sleep(poll)
-    stdout, stderr = proc.communicate()
-    wall = time.perf_counter() - t0
+    # output goes to temp files, not pipes: a child writing more than a pipe buffer would block forever
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        t0 = time.perf_counter()
+        ticks: dict[int, int] = {}
+        proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f, env=env, cwd=CODE_ROOT, text=True)
+        peak_tree_kb, hwm_kb, names = 0, {}, {}
+        tree_every, tree, n = 20, [proc.pid], 0
+        while proc.poll() is None:
+            if n % tree_every == 0:  # rescanning /proc is not free: every 20 polls (1 s)
+                tree = _tree(proc.pid)
+            n += 1
+            total = 0
+            for p in tree:
+                rss, hwm = _mem_kb(p)
+                total += rss
+                ticks[p] = max(ticks.get(p, 0), _cpu_ticks(p))
+                if hwm:
+                    hwm_kb[p] = max(hwm_kb.get(p, 0), hwm)
+                    if p not in names:
+                        try:
+                            names[p] = Path(f"/proc/{p}/comm").read_text().strip()
+                        except OSError:
+                            names[p] = "?"
+            peak_tree_kb = max(peak_tree_kb, total)
+            time.sleep(poll)
+        wall = time.perf_counter() - t0
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout, stderr = out_f.read(), err_f.read()
     return {
         "argv": argv,
         "rc": proc.returncode,
