@@ -236,3 +236,19 @@ def test_chunked_copy_helpers_of_storage(tmp_path: Path) -> None:
             dest.create_exclusive_chunks("z", loc.iter_chunks("missing", 3000))
         assert not dest.exists("z")
     assert [p.name for p in (tmp_path / "b" / "x").iterdir()] == ["y"]  # no temp files left
+
+
+def test_s3_bucket_to_bucket(src: Path, s3_bucket: Any) -> None:
+    """One S3 store, two buckets: every object arrives byte for byte and the copy audits as restartable."""
+    opts = s3_bucket.storage_options
+    there = s3_bucket.upload_tree(src, "a/ckpt")
+    other = f"{s3_bucket.name}-other"
+    s3_bucket.filesystem().mkdir(other)  # force below: the objects were just uploaded, they look alive
+    plan = plan_relocation(there, f"s3://{other}/q1", source_options=opts, dest_options=opts, force=True)
+    assert plan.rewrites == {}  # an aggregation over a file source that did not move: nothing names a location
+    apply_relocation(plan, source_options=opts, dest_options=opts)
+    fs = s3_bucket.filesystem()
+    copied = {k[len(f"{other}/q1/") :]: fs.cat_file(k) for k in fs.find(f"{other}/q1")}
+    assert copied == tree(src)
+    report = audit(f"s3://{other}/q1", storage_options=opts)
+    assert report.verdict.restarts, report.verdict.headline
