@@ -24,8 +24,6 @@ Spark's files, so an interrupted run resumes from the first step not done.
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import posixpath
@@ -35,12 +33,15 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from ckptfix.errors import CkptfixError, MissingExtra, UsageError
+from ckptfix.spark import jvm
+from ckptfix.spark.usercode import QueryModuleError, build_writer, first_line, load_function
 
+#: the option that names the query module (in every message about it)
+OPTION = "--query"
 STEPS = ("preflight", "run", "check", "verify")
 JOURNAL_DIR = "async-off"
 ASYNC_ENABLED = "asyncProgressTrackingEnabled"
@@ -64,10 +65,6 @@ REASON_STATEFUL = "Stateful streaming queries does not support async progress tr
 
 def _sink_reason(name: str) -> str:
     return f"Sink {name} does not support async progress tracking"
-
-
-class QueryModuleError(UsageError):
-    """The --query module does not load, has no such function, raises, or returns the wrong thing."""
 
 
 class AsyncRefused(CkptfixError):
@@ -130,60 +127,8 @@ class Outcome:
 
 
 def load_builder(spec: str) -> Callable[[Any], Any]:
-    """``MODULE:FUNCTION`` or ``path/to/file.py:FUNCTION`` -> the callable."""
-    module_part, sep, func_name = spec.rpartition(":")
-    if not sep or not module_part or not func_name or not func_name.isidentifier():
-        raise QueryModuleError(f"--query: expected MODULE:FUNCTION or path/to/file.py:FUNCTION, found {spec!r}")
-    try:
-        if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
-            path = Path(module_part)
-            if not path.is_file():
-                raise QueryModuleError(f"--query {spec}: expected a Python file at {path}, found none")
-            name = "ckptfix_query_" + uuid.uuid4().hex[:8]
-            loader_spec = importlib.util.spec_from_file_location(name, path)
-            if loader_spec is None or loader_spec.loader is None:
-                raise QueryModuleError(f"--query {spec}: {path} cannot be loaded as a Python module")
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[name] = module
-            loader_spec.loader.exec_module(module)
-        else:
-            if "" not in sys.path and os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_part)
-    except QueryModuleError:
-        raise
-    except Exception as exc:  # the user's module: any error is theirs, reported in one line
-        raise QueryModuleError(f"--query {spec}: importing {module_part} failed: {type(exc).__name__}: {exc}") from None
-    fn = getattr(module, func_name, None)
-    if fn is None:
-        raise QueryModuleError(f"--query {spec}: expected a function {func_name} in {module_part}, found none")
-    if not callable(fn):
-        raise QueryModuleError(f"--query {spec}: expected {func_name} to be callable, found {type(fn).__name__}")
-    return fn
-
-
-def build_writer(fn: Callable[[Any], Any], spark: Any, spec: str) -> Any:
-    """Call the user's builder; it must return an unstarted DataStreamWriter."""
-    try:
-        writer = fn(spark)
-    except Exception as exc:
-        raise QueryModuleError(
-            f"--query {spec}: the function raised {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-    if not hasattr(writer, "_jwrite") or not hasattr(writer, "start"):
-        found = type(writer).__module__ + "." + type(writer).__name__
-        hint = ""
-        if hasattr(writer, "writeStream"):
-            hint = " (a DataFrame: return df.writeStream... without .start())"
-        elif hasattr(writer, "awaitTermination"):
-            hint = " (a started StreamingQuery: return the writer, do not call .start())"
-        raise QueryModuleError(f"--query {spec}: expected an unstarted DataStreamWriter, found {found}{hint}")
-    return writer
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).split("\n=== Streaming Query ===", 1)[0].strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """``MODULE:FUNCTION`` or ``path/to/file.py:FUNCTION`` -> the callable (errors name ``--query``)."""
+    return load_function(spec, OPTION)
 
 
 # ------------------------------------------------------------------------------- writer inspection
@@ -207,74 +152,20 @@ class WriterInfo:
     stateful_operators: tuple[str, ...]
 
 
-def _jfield(obj: Any, name: str) -> Any:
-    """A (private) field of a Java object through reflection, searching superclasses."""
-    cls = obj.getClass()
-    while cls is not None:
-        try:
-            f = cls.getDeclaredField(name)
-        except Exception:
-            cls = cls.getSuperclass()
-            continue
-        f.setAccessible(True)
-        return f.get(obj)
-    return None
-
-
-def _opt(option: Any) -> Any:
-    """A Scala Option's value or None."""
-    try:
-        return option.get() if option is not None and option.isDefined() else None
-    except Exception:
-        return None
-
-
-def _map_get(m: Any, key: str) -> Any:
-    if m is None:
-        return None
-    try:
-        got = m.get(key)
-    except Exception:
-        return None
-    if hasattr(got, "isDefined"):
-        return _opt(got)
-    return got
-
-
-def _children(node: Any) -> list[Any]:
-    seq = node.children()
-    return [seq.apply(i) for i in range(seq.size())]
-
-
-def _walk(plan: Any, limit: int = 2000) -> list[Any]:
-    """Nodes in pre-order (the order in which Spark numbers a query's sources)."""
-    out: list[Any] = []
-    stack = [plan]
-    while stack and len(out) < limit:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(reversed(_children(node)))
-    return out
-
-
-def _simple_name(obj: Any) -> str:
-    return str(obj.getClass().getSimpleName()).rstrip("$")
-
-
 def _stateful_operators(writer: Any, qe: Any) -> list[str]:
     """Stateful operators of the planned query. Spark's own test (``checkNotStatefulStreamingQuery``, at the
     first batch) looks for a ``StateStoreWriter`` in the executed plan. An unstarted streaming plan cannot be
     executed, but Spark explains it (the way ``df.explain()`` does) with the same physical operators; every
     stateful one prints its ``state info [...]``."""
-    jvm = getattr(getattr(writer, "_spark", None), "_jvm", None)
-    if jvm is None:
+    gateway = getattr(getattr(writer, "_spark", None), "_jvm", None)
+    if gateway is None:
         from pyspark import SparkContext
 
         sc = SparkContext._active_spark_context
-        jvm = sc._jvm if sc is not None else None
-    if jvm is None:
+        gateway = sc._jvm if sc is not None else None
+    if gateway is None:
         return []
-    text = str(jvm.PythonSQLUtils.explainString(qe, "simple"))
+    text = str(gateway.PythonSQLUtils.explainString(qe, "simple"))
     found: list[str] = []
     for line in text.splitlines():
         if "state info [" in line:
@@ -287,41 +178,27 @@ def _stateful_operators(writer: Any, qe: Any) -> list[str]:
 def inspect_writer(writer: Any) -> WriterInfo:
     """Read trigger, sink, options and the query's sources/stateful operators from the Java writer."""
     jw = writer._jwrite
-    trigger = _jfield(jw, "trigger")
-    trigger_name = _simple_name(trigger) if trigger is not None else "ProcessingTimeTrigger"
-    sink = str(_jfield(jw, "source") or "")
-    options = _jfield(jw, "extraOptions")
-    ckpt = _map_get(options, "checkpointLocation")
-    override = str(_map_get(options, SINK_OVERRIDE) or "false").strip().lower() == "true"
-    sink_path = _map_get(options, "path")
-    ds = _jfield(jw, "ds")
+    trigger = jvm.field(jw, "trigger")
+    trigger_name = jvm.simple_name(trigger) if trigger is not None else "ProcessingTimeTrigger"
+    sink = str(jvm.field(jw, "source") or "")
+    options = jvm.field(jw, "extraOptions")
+    ckpt = jvm.map_get(options, "checkpointLocation")
+    override = str(jvm.map_get(options, SINK_OVERRIDE) or "false").strip().lower() == "true"
+    sink_path = jvm.map_get(options, "path")
+    ds = jvm.field(jw, "ds")
     sources: list[SourceInfo] = []
     stateful: list[str] = []
     if ds is not None:
         qe = ds.queryExecution()
-        for node in _walk(qe.analyzed()):
-            name = _simple_name(node)
-            if name == "StreamingRelation":
-                src = node.dataSource()
-                opts = src.options()
-                topics = _map_get(opts, "subscribe")
-                sources.append(
-                    SourceInfo(
-                        str(src.className()),
-                        _map_get(opts, "path"),
-                        tuple(t.strip() for t in str(topics).split(",")) if topics else (),
-                    )
+        for rel in jvm.streaming_relations(qe.analyzed()):
+            topics = jvm.map_get(rel.options, "subscribe")
+            sources.append(
+                SourceInfo(
+                    rel.name,
+                    jvm.map_get(rel.options, "path"),
+                    tuple(t.strip() for t in str(topics).split(",")) if topics else (),
                 )
-            elif name == "StreamingRelationV2":
-                opts = node.extraOptions()
-                topics = _map_get(opts, "subscribe")
-                sources.append(
-                    SourceInfo(
-                        str(node.sourceName()),
-                        _map_get(opts, "path"),
-                        tuple(t.strip() for t in str(topics).split(",")) if topics else (),
-                    )
-                )
+            )
         stateful = _stateful_operators(writer, qe)
     return WriterInfo(
         trigger_name,
@@ -567,7 +444,7 @@ def spark_session(master: str | None, confs: Mapping[str, str]) -> Any:
         try:
             spark.conf.set(k, v)
         except Exception as exc:
-            raise UsageError(f"--conf {k}={v}: the running session refuses it: {_first_line(exc)}") from None
+            raise UsageError(f"--conf {k}={v}: the running session refuses it: {first_line(exc)}") from None
     return spark
 
 
@@ -644,7 +521,7 @@ class _Run:
 
     def writer(self) -> Any:
         assert self.fn is not None
-        return build_writer(self.fn, self.spark, self.spec)
+        return build_writer(self.fn, self.spark, self.spec, OPTION)
 
     def target(self) -> str:
         from ckptfix.audit.targets import NEWEST, SUPPORTED
@@ -766,7 +643,7 @@ class _Run:
         )
         if info.checkpoint is not None and not same_location(info.checkpoint, self.url):
             raise QueryModuleError(
-                f"--query {self.spec}: the writer sets checkpointLocation {info.checkpoint}, "
+                f"{OPTION} {self.spec}: the writer sets checkpointLocation {info.checkpoint}, "
                 f"expected none or {self.url}"
             )
         reasons = refusals(info, str(self.spark.version))
@@ -832,7 +709,7 @@ class _Run:
         try:
             query = writer.start()
         except Exception as exc:
-            raise AsyncRefused(f"Spark refused to start the query: {_first_line(exc)}") from None
+            raise AsyncRefused(f"Spark refused to start the query: {first_line(exc)}") from None
         seen: set[int] = set(b for b in o.new_batches if b > floor)
         deadline = time.monotonic() + self.opts.timeout
         error: str | None = None
@@ -847,7 +724,7 @@ class _Run:
                     break
                 if not query.isActive:
                     qexc = query.exception()
-                    error = _first_line(qexc) if qexc is not None else "the query stopped by itself"
+                    error = first_line(qexc) if qexc is not None else "the query stopped by itself"
                     break
                 if time.monotonic() >= deadline:
                     break
@@ -939,8 +816,8 @@ class _Run:
             query = writer.start()
         except Exception as exc:
             o.verified = False
-            self.step_status("verify", "failed", error=_first_line(exc))
-            self.emit("verify", "fail", f"the restart failed: {_first_line(exc)}")
+            self.step_status("verify", "failed", error=first_line(exc))
+            self.emit("verify", "fail", f"the restart failed: {first_line(exc)}")
             return False
         deadline = time.monotonic() + self.opts.timeout
         committed: int | None = None
@@ -953,7 +830,7 @@ class _Run:
                     break
                 if not query.isActive:
                     qexc = query.exception()
-                    error = _first_line(qexc) if qexc is not None else "the query stopped by itself"
+                    error = first_line(qexc) if qexc is not None else "the query stopped by itself"
                     break
                 time.sleep(self.opts.poll_seconds)
         finally:
@@ -999,8 +876,8 @@ def _stop_between_batches(query: Any, wait: float = 1.0) -> str | None:
     try:
         qexc = query.exception()
     except Exception as exc:  # the query object itself is broken
-        return _first_line(exc)
-    return _first_line(qexc) if qexc is not None else None
+        return first_line(exc)
+    return first_line(qexc) if qexc is not None else None
 
 
 def _live(message: str) -> CkptfixError:

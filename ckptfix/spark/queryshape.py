@@ -24,6 +24,8 @@ from typing import Any
 from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape, StoreShape
 from ckptfix.errors import UsageError
 from ckptfix.formats.unsaferow import StructType, parse_schema
+from ckptfix.spark import jvm
+from ckptfix.spark.usercode import AGAINST, load_writer, one_line
 
 #: the confs a restart takes from the offset log (OffsetSeqMetadata.relevantSQLConfs, the ones
 #: the audit talks about); the session's values are recorded for the report
@@ -54,9 +56,7 @@ SOURCE_IDENTITY = (
 
 def describe(spec: str, spark: Any, stored_conf: Mapping[str, str] | None = None) -> QueryShape:
     """Load MODULE:FUNCTION, call it with ``spark``, plan the query (never start it)."""
-    from ckptfix.spark.usercode import load_writer
-
-    writer = load_writer(spec, spark)  # may set session confs itself, as a job does before start()
+    writer = load_writer(spec, spark, AGAINST)  # may set session confs itself, as a job does before start()
     session_conf = {k: v for k in REPORTED_CONFS if (v := _get_conf(spark, k)) is not None}
     with _stored_confs(spark, stored_conf or {}):
         try:
@@ -64,8 +64,7 @@ def describe(spec: str, spark: Any, stored_conf: Mapping[str, str] | None = None
         except UsageError:
             raise
         except Exception as exc:  # py4j / analysis errors while planning the user's query
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UsageError(f"{spec}: Spark cannot plan this query: {type(exc).__name__}: {first}") from None
+            raise UsageError(f"{spec}: Spark cannot plan this query: {one_line(exc)}") from None
 
 
 # ------------------------------------------------------------------------------------ confs
@@ -97,53 +96,7 @@ def _stored_confs(spark: Any, stored: Mapping[str, str]) -> Iterator[None]:
                     spark.conf.set(key, old)
 
 
-# ----------------------------------------------------------------------------- py4j helpers
-
-
-def _seq(jseq: Any) -> list[Any]:
-    return [jseq.apply(i) for i in range(jseq.length())]
-
-
-def _field(obj: Any, name: str) -> Any:
-    """A (private) field of a JVM object, looked up through its class hierarchy."""
-    cls = obj.getClass()
-    while cls is not None:
-        try:
-            f = cls.getDeclaredField(name)
-            f.setAccessible(True)
-            return f.get(obj)
-        except Exception:
-            cls = cls.getSuperclass()
-    return None
-
-
-def _opt(joption: Any) -> Any:
-    if joption is None:
-        return None
-    try:
-        return joption.get() if joption.isDefined() else None
-    except Exception:
-        return joption
-
-
-def _map(spark: Any, jmap: Any) -> dict[str, str]:
-    """A Scala Map / CaseInsensitiveMap / CaseInsensitiveStringMap as a Python dict."""
-    if jmap is None:
-        return {}
-    with contextlib.suppress(Exception):
-        jmap = jmap.originalMap()  # CaseInsensitiveMap: keep the user's spelling
-    jvm = spark._jvm
-    for conv in (
-        lambda m: jvm.scala.jdk.javaapi.CollectionConverters.asJava(m),
-        lambda m: jvm.scala.collection.JavaConverters.mapAsJavaMap(m),
-        lambda m: m.asCaseSensitiveMap(),  # CaseInsensitiveStringMap
-    ):
-        try:
-            java = conv(jmap)
-            return {str(k): str(java.get(k)) for k in list(java.keySet().toArray())}
-        except Exception:
-            continue
-    return {}
+# ------------------------------------------------------------------------------ schemas
 
 
 def _schema(jstruct: Any) -> StructType:
@@ -156,10 +109,6 @@ def _attrs_schema(attrs: list[Any]) -> StructType:
         for a in attrs
     ]
     return parse_schema({"type": "struct", "fields": fields}, "<new query>")
-
-
-def _short(name: str) -> str:
-    return name.rsplit(".", 1)[-1]
 
 
 # ---------------------------------------------------------------------------------- the plan
@@ -190,33 +139,15 @@ def _incremental_execution(spark: Any, jdf: Any) -> Any:
         return pkg.IncrementalExecution(*args, False)  # with isFirstBatch
 
 
-def _walk(node: Any) -> Iterator[Any]:
-    """Pre-order, children left to right (the order Spark numbers sources in)."""
-    yield node
-    for child in _seq(node.children()):
-        yield from _walk(child)
-
-
 def _shape(spec: str, spark: Any, writer: Any, session_conf: dict[str, str]) -> QueryShape:
     jdf = writer._df._jdf
     if not jdf.isStreaming():
         raise UsageError(f"{spec}: the DataFrame is not streaming (build it from spark.readStream)")
     analyzed = jdf.queryExecution().analyzed()
-    sources: list[SourceShape] = []
-    watermarks = 0
-    seen: set[str] = set()
-    for node in _walk(analyzed):
-        cls = _short(node.getClass().getName())
-        if cls == "EventTimeWatermark":
-            watermarks += 1
-        elif cls in ("StreamingRelation", "StreamingRelationV2"):
-            text = node.toString()
-            if cls == "StreamingRelation" and text in seen:  # Spark reuses one source for a self-union
-                continue
-            seen.add(text)
-            sources.append(_source(spark, node, cls))
+    sources = [_source(spark, rel) for rel in jvm.streaming_relations(analyzed)]
+    watermarks = sum(1 for node in jvm.walk(analyzed) if jvm.simple_name(node) == "EventTimeWatermark")
     ie = _incremental_execution(spark, jdf)
-    operators = [op for node in _walk(ie.executedPlan()) if (op := _operator(node)) is not None]
+    operators = [op for node in jvm.walk(ie.executedPlan()) if (op := _operator(node)) is not None]
     operators.sort(key=lambda o: o.operator_id)
     return QueryShape(
         spec=spec,
@@ -229,23 +160,21 @@ def _shape(spec: str, spark: Any, writer: Any, session_conf: dict[str, str]) -> 
     )
 
 
-def _source(spark: Any, node: Any, cls: str) -> SourceShape:
-    if cls == "StreamingRelation":
-        ds = node.dataSource()
-        fmt = str(ds.className())
-        options = _map(spark, ds.options())
-        short = _short(fmt).lower()
+def _source(spark: Any, rel: jvm.Relation) -> SourceShape:
+    options = jvm.as_dict(spark._jvm, rel.options)
+    if rel.v2:
+        kind = rel.name.lower()
+    else:
+        fmt = rel.name
+        short = fmt.rsplit(".", 1)[-1].lower()
         is_file = fmt.lower() in FILE_FORMATS or any(short.startswith(f) for f in FILE_FORMATS if f != "text")
-        kind = "file" if is_file or "FileSource[" in node.toString() else fmt.lower()
+        kind = "file" if is_file or "FileSource[" in str(rel.node.toString()) else fmt.lower()
         if is_file:
             options = {**options, "format": fmt}
-    else:
-        kind = str(node.sourceName()).lower()
-        options = _map(spark, node.extraOptions())
     ident = {k.lower(): v for k, v in options.items() if k.lower() in (*SOURCE_IDENTITY, "format")}
     if kind == "file" and "path" in ident:
         ident["path"] = _qualify(spark, ident["path"])
-    return SourceShape(kind, ident, str(node.toString()).splitlines()[0][:200])
+    return SourceShape(kind, ident, str(rel.node.toString()).splitlines()[0][:200])
 
 
 def _qualify(spark: Any, path: str) -> str:
@@ -263,20 +192,20 @@ def _qualify(spark: Any, path: str) -> str:
 
 def _sink(spark: Any, writer: Any) -> SinkShape:
     jw = writer._jwrite
-    source = _field(jw, "source")
-    options = _map(spark, _field(jw, "extraOptions"))
+    source = jvm.field(jw, "source")
+    options = jvm.as_dict(spark._jvm, jvm.field(jw, "extraOptions"))
     kind = str(source) if source is not None else str(_get_conf(spark, "spark.sql.sources.default") or "parquet")
-    if _field(jw, "foreachBatchWriter") is not None:
+    if jvm.field(jw, "foreachBatchWriter") is not None:
         kind = "foreachBatch"
-    elif _field(jw, "foreachWriter") is not None:
+    elif jvm.field(jw, "foreachWriter") is not None:
         kind = "foreach"
     options = {k: v for k, v in options.items() if k.lower() != "checkpointlocation"}
     path = next((v for k, v in options.items() if k.lower() == "path"), None)
     if path is not None:
         options = {k: v for k, v in options.items() if k.lower() != "path"}
         options["path"] = _qualify(spark, path) if kind.lower() in FILE_FORMATS else path
-    mode = _field(jw, "outputMode")
-    trigger = _field(jw, "trigger")
+    mode = jvm.field(jw, "outputMode")
+    trigger = jvm.field(jw, "trigger")
     return SinkShape(
         kind,
         options,
@@ -301,10 +230,10 @@ _STATEFUL = {
 
 
 def _operator(node: Any) -> OperatorShape | None:
-    cls = _short(node.getClass().getName())
+    cls = jvm.simple_name(node)
     if cls not in _STATEFUL:
         return None
-    info = _opt(node.stateInfo())
+    info = jvm.opt(node.stateInfo())
     if info is None:
         return None
     try:
@@ -369,14 +298,14 @@ def _join_stores(node: Any) -> tuple[StoreShape, ...]:
 
 def _stores(node: Any, cls: str) -> tuple[tuple[StoreShape, ...], str]:
     if cls in ("StateStoreSaveExec", "SessionWindowStateStoreSaveExec"):
-        keys = _seq(node.keyExpressions())
+        keys = jvm.seq(node.keyExpressions())
         key = _attrs_schema(keys)
         value = _schema(node.stateManager().getStateValueSchema())
         if cls == "SessionWindowStateStoreSaveExec":
             key = _schema(node.stateManager().getStateKeySchema())
         return (StoreShape("default", key, value),), "grouping keys " + ", ".join(a.name() for a in keys)
     if cls.startswith("StreamingDeduplicate"):
-        keys = _seq(node.keyExpressions())
+        keys = jvm.seq(node.keyExpressions())
         dedup_value: StructType | None = None
         with contextlib.suppress(Exception):
             dedup_value = _schema(node.schemaForValueRow())
@@ -388,7 +317,7 @@ def _stores(node: Any, cls: str) -> tuple[tuple[StoreShape, ...], str]:
     if cls == "StreamingSymmetricHashJoinExec":
         return _join_stores(node), f"{node.joinType().toString()} join"
     if cls == "FlatMapGroupsWithStateExec":
-        keys = _seq(node.groupingAttributes())
+        keys = jvm.seq(node.groupingAttributes())
         value = _schema(node.stateManager().stateSchema())
         return (StoreShape("default", _attrs_schema(keys), value),), "grouping keys " + ", ".join(
             a.name() for a in keys

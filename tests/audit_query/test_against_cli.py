@@ -45,7 +45,7 @@ def test_malformed_spec(ckpt: Path, spec: str) -> None:
     before = snapshot(ckpt)
     line, doc = one_error(["audit", str(ckpt), "--against", spec, "-q"])
     assert "expected MODULE:FUNCTION" in line
-    assert doc["error"]["kind"] == "UsageError"
+    assert doc["error"]["kind"] == "QueryModuleError"
     assert snapshot(ckpt) == before
 
 
@@ -56,7 +56,7 @@ def test_bad_conf_pair(ckpt: Path) -> None:
 
 def test_missing_module_file(ckpt: Path, tmp_path: Path) -> None:
     line, _ = one_error(["audit", str(ckpt), "--against", f"{tmp_path}/nope.py:build", "-q"])
-    assert "nope.py does not exist" in line
+    assert "nope.py, found none" in line
 
 
 def test_without_pyspark_says_which_extra(ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -194,12 +194,12 @@ def test_memory_sink_is_ill_defined(base: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ("tests.audit_query.queries.broken:build", "does not import: ModuleNotFoundError"),
+        ("tests.audit_query.queries.broken:build", "failed: ModuleNotFoundError"),
         (f"{MODULE}:returns_dataframe", "not the DataFrame"),
-        (f"{MODULE}:returns_none", "returned builtins.NoneType, expected an unstarted"),
+        (f"{MODULE}:returns_none", "expected an unstarted DataStreamWriter, found builtins.NoneType"),
         (f"{MODULE}:raises", "raised RuntimeError: the job's config is missing"),
-        (f"{MODULE}:NOT_CALLABLE", "is a int, expected a function"),
-        (f"{MODULE}:no_such_function", "has no attribute 'no_such_function'"),
+        (f"{MODULE}:NOT_CALLABLE", "expected NOT_CALLABLE to be callable, found int"),
+        (f"{MODULE}:no_such_function", "expected a function no_such_function"),
     ],
 )
 def test_bad_query_modules(base: Path, spec: str, needle: str) -> None:
