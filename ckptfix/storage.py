@@ -126,7 +126,7 @@ class Location:
 
     def display(self, rel: str) -> str:
         """How a file is named to the user: the URL they gave plus the relative path."""
-        return f"{self.url}/{rel}" if rel else self.url
+        return f"{self.url.rstrip('/')}/{rel}" if rel else self.url  # the root "/" names "/x", not "//x"
 
     # -- errors ----------------------------------------------------------------------
     def _storage_error(self, rel: str, exc: BaseException) -> OSError:

@@ -353,3 +353,7 @@ def test_hadoop_qualified_file_url_is_a_local_path(tmp_path: Path) -> None:
     loc = open_location(f"file:{tmp_path}")
     assert loc.read("x") == b"hi"
     assert loc.display("x") == f"file://{tmp_path}/x"
+
+
+def test_a_file_in_the_root_directory_is_named_once_slashed() -> None:
+    assert open_location("/").display("nonexistent.json") == "/nonexistent.json"
