@@ -9,7 +9,6 @@ Spark 4.x: an inner join of two file sources on ``id`` runs 3 micro-batches, is 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ import pytest
 from ckptfix.migrate.provider import CHANGELOG_CONF, CLASSES, PROVIDER_CONF, plan_provider
 from ckptfix.repair import engine
 from ckptfix.storage import Location
-from tests.spark.harness import error_text
+from tests.spark.harness import await_available_now
 from tests.state.scenarios import session_confs
 
 pytestmark = pytest.mark.spark
@@ -87,18 +86,7 @@ def run_query(spark: Any, confs: dict[str, str], ckpt: Path, inputs: Path) -> di
             .trigger(availableNow=True)
             .start()
         )
-        try:
-            finished = query.awaitTermination(TIMEOUT)
-            error = query.exception()
-        except Exception as exc:  # StreamingQueryException
-            raise RuntimeError(error_text(exc)) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                query.stop()
-        if error is not None:
-            raise RuntimeError(str(error))
-        if not finished:
-            raise RuntimeError(f"query did not finish in {TIMEOUT}s")
+        await_available_now(query, TIMEOUT)
     time.sleep(1.0)  # let the maintenance thread finish with this run's stores
     return out
 

@@ -15,7 +15,6 @@ micro-batches (one JSON file each; ids repeat across files so the dedup state ma
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ import pytest
 from ckptfix.migrate.provider import CHANGELOG_CONF, CLASSES, PROVIDER_CONF, plan_provider
 from ckptfix.repair import engine
 from ckptfix.storage import Location
-from tests.spark.harness import error_text
+from tests.spark.harness import await_available_now
 from tests.state.scenarios import session_confs
 from tests.support.trees import tree
 
@@ -112,18 +111,7 @@ def run_query(spark: Any, confs: dict[str, str], ckpt: Path, input_dir: Path) ->
             .trigger(availableNow=True)
             .start()
         )
-        try:
-            finished = query.awaitTermination(TIMEOUT)
-            error = query.exception()
-        except Exception as exc:  # StreamingQueryException
-            raise RuntimeError(error_text(exc)) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                query.stop()
-        if error is not None:
-            raise RuntimeError(error_text(None, getattr(error, "_origin", None)) + str(error))
-        if not finished:
-            raise RuntimeError(f"query did not finish in {TIMEOUT}s")
+        await_available_now(query, TIMEOUT)
     time.sleep(1.0)  # let the maintenance thread finish with this run's stores
     return out
 

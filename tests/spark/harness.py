@@ -154,6 +154,23 @@ def error_text(exc: BaseException | None, jthrowable: Any = None, extra: list[li
     return "\n".join(parts)
 
 
+def await_available_now(query: Any, timeout: float) -> None:
+    """Wait for a started availableNow query and stop it; raise RuntimeError with Spark's error text (Java cause
+    chain included) when it failed, or when it did not finish within ``timeout`` seconds."""
+    try:
+        finished = query.awaitTermination(timeout)
+        error = query.exception()
+    except Exception as exc:  # StreamingQueryException
+        raise RuntimeError(error_text(exc)) from exc
+    finally:
+        with contextlib.suppress(Exception):
+            query.stop()
+    if error is not None:
+        raise RuntimeError(error_text(error))
+    if not finished:
+        raise RuntimeError(f"query did not finish in {timeout}s")
+
+
 def foreach_batch_errors() -> list[list[str]]:
     chains: list[list[str]] = []
     for exc in FOREACH_BATCH_ERRORS:

@@ -19,7 +19,6 @@ tree byte for byte.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -36,6 +35,7 @@ import pytest
 from ckptfix.repair import engine
 from ckptfix.state.rebuild import plan_rebuild
 from ckptfix.storage import Location
+from tests.spark.harness import await_available_now
 from tests.state import scenarios
 
 pytestmark = pytest.mark.spark
@@ -139,37 +139,9 @@ def run_query(spark: Any, provider: str, ckpt: Path, input_dir: Path) -> dict[in
             .trigger(availableNow=True)
             .start()
         )
-        try:
-            finished = query.awaitTermination(TIMEOUT)
-            error = query.exception()
-        except Exception as exc:  # StreamingQueryException
-            raise RuntimeError(spark_error(exc)) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                query.stop()
-        if error is not None:
-            raise RuntimeError(spark_error(error))
-        if not finished:
-            raise RuntimeError(f"query did not finish in {TIMEOUT}s")
+        await_available_now(query, TIMEOUT)
     time.sleep(1.0)  # let the maintenance thread finish with this run's stores
     return out
-
-
-def spark_error(exc: Any) -> str:
-    """The Java cause chain of a (Python-wrapped) Spark error, then its Python text."""
-    lines = []
-    j = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
-    seen = 0
-    while j is not None and seen < 20:
-        with contextlib.suppress(Exception):
-            lines.append(f"{j.getClass().getName()}: {str(j.getMessage()).split('=== Streaming Query ===')[0]}")
-        try:
-            j = j.getCause()
-        except Exception:
-            break
-        seen += 1
-    lines.append(str(exc).split("=== Streaming Query ===")[0])
-    return "\n".join(lines)
 
 
 def spark_state(spark: Any, provider: str, ckpt: Path) -> dict[str, tuple[int, int]]:
