@@ -8,9 +8,10 @@ What holds absolute paths (Spark's source + real 4.3.0 files, see tests/migrate/
   ``s3a://bucket/key`` on S3). Spark reads every listed file on restart; a moved checkpoint fails with
   ``File file:<old path> does not exist``. Rewritten (old checkpoint URI -> new one), always.
 * ``sources/<k>/<n>`` and ``<n>.compact`` (file-source logs): each entry's ``path`` is the input file's
-  URI (``file:///abs/path`` locally: three slashes). The source's "already seen" set is keyed by that
-  string, so when the *input* moved too the entries must follow (``--input-from OLD --input-to NEW``),
-  else a restart re-reads every old file (duplicates in the sink).
+  URI (``file:///abs/path`` locally: three slashes). When the *input* moved too, the entries must follow
+  (``--input-from OLD --input-to NEW``): a restart replays the last batch's file list from this log, and
+  Spark 4.3 then fails with ``IllegalArgumentException: Wrong basePath <new dir> for the root path:
+  file:<old dir>/...`` (seen live, tests/migrate/test_relocate_live.py).
 
 Nothing else in a checkpoint holds its own location (offsets, commits, ``metadata``, operator metadata
 v1, schema files v1-v3, RocksDB zips, changelogs, checkpoint-v2 checksum sidecars were checked on real
