@@ -59,7 +59,8 @@ PATH = define(
     "The writing release is inferred from the files (conf keys of the offset log, log versions, operator "
     "metadata, schema files, checksum sidecars). A newer release records its new conf keys with the legacy "
     "values (the old behaviour is kept), and 4.x writes state/<op>/_metadata/metadata on its first batch.",
-    "Nothing to do; keep a copy of the checkpoint (or `ckptfix backup`) before the first run on the new release.",
+    "Nothing to do; keep a copy of the checkpoint (`ckptfix migrate relocate CKPT COPY --apply`) before the first run "
+    "on the new release.",
 )
 DOWNGRADE = define(
     "UPGRADE-DOWNGRADE",
