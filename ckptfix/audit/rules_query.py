@@ -392,30 +392,23 @@ def _compare_store(
     if store.name != "default":
         label += f" store {store.name}"
     renamed: list[tuple[StructType, StructType, str]] = []
-    if store.key is not None:
-        if not compatible(store.key, old.key):
-            yield Q_KEY.finding(
-                f"not allowed: {label}: the stored key schema is {ddl(old.key)}, the new query's is "
-                f"{ddl(store.key)}; Spark refuses the restart",
-                [Evidence(where, expected=ddl(store.key), found=ddl(old.key))],
-                spark_error=_schema_error(ctx.target, "key", old.key, store.key),
+    checked = [("key", Q_KEY, store.key, old.key)]
+    if not store.ignore_value:
+        checked.append(("value", Q_VALUE, store.value, old.value))
+    for what, rule, new_schema, old_schema in checked:
+        if new_schema is None:
+            continue
+        if not compatible(new_schema, old_schema):
+            yield rule.finding(
+                f"not allowed: {label}: the stored {what} schema is {ddl(old_schema)}, the new query's is "
+                f"{ddl(new_schema)}; Spark refuses the restart",
+                [Evidence(where, expected=ddl(new_schema), found=ddl(old_schema))],
+                spark_error=_schema_error(ctx.target, what, old_schema, new_schema),
                 stage=62,
             )
             return
-        if old.key.names != store.key.names:
-            renamed.append((old.key, store.key, "key"))
-    if store.value is not None and not store.ignore_value:
-        if not compatible(store.value, old.value):
-            yield Q_VALUE.finding(
-                f"not allowed: {label}: the stored value schema is {ddl(old.value)}, the new query's is "
-                f"{ddl(store.value)}; Spark refuses the restart",
-                [Evidence(where, expected=ddl(store.value), found=ddl(old.value))],
-                spark_error=_schema_error(ctx.target, "value", old.value, store.value),
-                stage=62,
-            )
-            return
-        if old.value.names != store.value.names:
-            renamed.append((old.value, store.value, "value"))
+        if old_schema.names != new_schema.names:
+            renamed.append((old_schema, new_schema, what))
     for old_s, new_s, what in renamed:
         if sorted(old_s.names) == sorted(new_s.names):
             moved = [f"{n} -> {o}" for o, n in zip(old_s.names, new_s.names, strict=True) if o != n]
