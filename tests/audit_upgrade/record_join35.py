@@ -37,21 +37,27 @@ NEW = {
 }
 
 
-def unpack(dest: Path) -> Path:
-    with tarfile.open(TARBALL) as tar:
-        tar.extractall(dest, filter="data")
+def place_inputs(unpacked: Path) -> None:
+    """Recreate the fixture's inputs at the absolute path its file-source log records, plus one new file per side."""
     for side in ("left", "right"):
         target = RECORDED_DIR / f"input_{side}"
         if target.exists():
             shutil.rmtree(target)
-        shutil.copytree(dest / f"input_{side}", target)
+        shutil.copytree(unpacked / f"input_{side}", target)  # copy2 keeps the recorded mtimes
         new = target / "part-0005.json"
         new.write_text(json.dumps(NEW[side]) + "\n")
         os.utime(new, (T0 + 300, T0 + 300))
+
+
+def unpack(dest: Path) -> Path:
+    with tarfile.open(TARBALL) as tar:
+        tar.extractall(dest, filter="data")
+    place_inputs(dest)
     return dest / "ckpt"
 
 
-def restart(spark: Any, ckpt: Path) -> dict[str, Any]:
+def join(spark: Any) -> Any:
+    """The fixture's query: inner join lk = rk within 5 s, both sides watermarked 10 s, over the recorded inputs."""
     from pyspark.sql import functions as F
 
     def side(name: str, schema: str, ts: str) -> Any:
@@ -65,6 +71,10 @@ def restart(spark: Any, ckpt: Path) -> dict[str, Any]:
         & (F.col("rts") >= F.col("lts") - F.expr("INTERVAL 5 SECONDS"))
         & (F.col("rts") <= F.col("lts") + F.expr("INTERVAL 5 SECONDS"))
     )
+    return left.join(right, cond, "inner")
+
+
+def restart(spark: Any, ckpt: Path) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
 
     def collect(df: Any, batch_id: int) -> None:
@@ -73,7 +83,7 @@ def restart(spark: Any, ckpt: Path) -> dict[str, Any]:
     text = ""
     try:
         q = (
-            left.join(right, cond, "inner")
+            join(spark)
             .writeStream.foreachBatch(collect)
             .outputMode("append")
             .option("checkpointLocation", str(ckpt))

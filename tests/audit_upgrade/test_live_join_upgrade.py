@@ -14,8 +14,6 @@ does, with one more file per side.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -27,18 +25,13 @@ from ckptfix.audit import audit
 from ckptfix.audit import versions as V
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.cli.main import app
+from tests.audit_upgrade.record_join35 import NEW, RECORDED_DIR, join, place_inputs
 from tests.audit_upgrade.support import FIXTURES, unpack
 from tests.spark.harness import error_text
 
 EXPECTED = json.loads((FIXTURES / "state35" / "join_hdfs.expected.json").read_text())
-RECORDED_DIR = Path(EXPECTED["checkpoint_path_when_generated"]).parent
-T0 = 1700000000
-#: one more input file per side (batch 5): one new match (8, 107); neither row is late (watermark after batch 4
-#: is 30 s) and neither matches a buffered row (|50 - 44| > 5, |52 - 40| > 5)
-NEW = {
-    "left": {"lid": 8, "lk": "a", "lts": "2023-11-14T22:14:10Z"},
-    "right": {"rid": 107, "rk": "a", "rts": "2023-11-14T22:14:12Z"},
-}
+# record_join35.NEW, one more input file per side (batch 5): one new match (8, 107); neither row is late
+# (watermark after batch 4 is 30 s) and neither matches a buffered row (|50 - 44| > 5, |52 - 40| > 5)
 
 
 def _ts(text: str) -> float:
@@ -57,38 +50,14 @@ def expected_pairs() -> Counter[tuple[int, int]]:
     )
 
 
-def _prepare_inputs(work: Path) -> None:
-    for side in ("left", "right"):
-        dest = RECORDED_DIR / f"input_{side}"
-        if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(work / f"input_{side}", dest)  # copy2 keeps the recorded mtimes
-        new = dest / "part-0005.json"
-        new.write_text(json.dumps(NEW[side]) + "\n")
-        os.utime(new, (T0 + 300, T0 + 300))
-
-
 def _restart(spark: Any, ckpt: Path) -> tuple[bool, str, list[dict[str, Any]]]:
-    from pyspark.sql import functions as F
-
-    def side(name: str, schema: str, ts: str) -> Any:
-        src = spark.readStream.format("json").schema(schema).option("maxFilesPerTrigger", 1)
-        return src.load(str(RECORDED_DIR / f"input_{name}")).withWatermark(ts, "10 seconds")
-
-    left = side("left", "lid LONG, lk STRING, lts TIMESTAMP", "lts")
-    right = side("right", "rid LONG, rk STRING, rts TIMESTAMP", "rts")
-    cond = (
-        (F.col("lk") == F.col("rk"))
-        & (F.col("rts") >= F.col("lts") - F.expr("INTERVAL 5 SECONDS"))
-        & (F.col("rts") <= F.col("lts") + F.expr("INTERVAL 5 SECONDS"))
-    )
     rows: list[dict[str, Any]] = []
 
     def collect(df: Any, batch_id: int) -> None:
         rows.extend(json.loads(r) for r in df.toJSON().collect())
 
     query = (
-        left.join(right, cond, "inner")
+        join(spark)
         .writeStream.foreachBatch(collect)
         .outputMode("append")
         .option("checkpointLocation", str(ckpt))
@@ -106,9 +75,10 @@ def _restart(spark: Any, ckpt: Path) -> tuple[bool, str, list[dict[str, Any]]]:
 
 
 def test_35_join_fails_on_43_as_predicted_and_restarts_exactly_after_repair(spark: Any, tmp_path: Path) -> None:
+    assert Path(EXPECTED["checkpoint_path_when_generated"]).parent == RECORDED_DIR  # where place_inputs writes
     work = unpack(FIXTURES / "state35" / "join_hdfs.tar.gz", tmp_path / "join")
     ckpt = work / "ckpt"
-    _prepare_inputs(work)
+    place_inputs(work)
 
     predicted = audit(str(ckpt), "4.3")
     assert predicted.verdict.blocking_rule == "UPGRADE-JOIN-NULLABILITY"
