@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.support.s3", "tests.spark.plugin"]
+pytest_plugins = ["tests.support.s3", "tests.support.spark35", "tests.spark.plugin"]

@@ -2,7 +2,7 @@
 
 Run once per installed PySpark release (the dev venv's ckptfix does the repair, as a subprocess)::
 
-    /work/venv35/bin/python tests/audit_upgrade/record_join35.py        # and venv-4.0.5, -4.1.4, -4.2.1, /work/venv
+    .cache/spark-3.5.9/bin/python tests/audit_upgrade/record_join35.py  # and spark-4.0.5, -4.1.4, -4.2.1, .venv
 
 It unpacks tests/fixtures/state35/join_hdfs.tar.gz twice, recreates the inputs at the recorded absolute path
 (/tmp/ckptfix-state35-gen/join_hdfs/, plus one file per side, the same as test_live_join_upgrade.NEW), restarts
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TARBALL = REPO / "tests" / "fixtures" / "state35" / "join_hdfs.tar.gz"
 RECORDED_DIR = Path("/tmp/ckptfix-state35-gen/join_hdfs")
-CKPTFIX = os.environ.get("CKPTFIX_BIN", "/work/venv/bin/ckptfix")
+CKPTFIX = os.environ.get("CKPTFIX_BIN", str(REPO / ".venv" / "bin" / "ckptfix"))
 OUT = HERE / "join35_outcomes.json"
 T0 = 1700000000
 NEW = {

@@ -6,7 +6,7 @@ the 3.5 venv, restart35.py). Proves both sides of UPGRADE-DOWNGRADE:
 * blocking: an offset log v2 (``spark.sql.streaming.offsetLog.formatVersion=2``) -> 3.5 fails as predicted
   (LOG-VERSION-TOO-NEW, named in the UPGRADE-DOWNGRADE finding).
 
-Needs a Python with PySpark 3.5 (``CKPTFIX_SPARK35_PYTHON``, default /work/venv35/bin/python); skipped without.
+The Python with PySpark 3.5 comes from tests/support/spark35.py (the suite installs it itself).
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ckptfix.audit import audit
 from ckptfix.audit import versions as V
 from ckptfix.checkpoint import Checkpoint
 
-PY35 = os.environ.get("CKPTFIX_SPARK35_PYTHON", "/work/venv35/bin/python")
 SCRIPT = Path(__file__).with_name("restart35.py")
 OFFSET_VERSION = "spark.sql.streaming.offsetLog.formatVersion"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -62,9 +59,7 @@ def _write_43(spark: Any, root: Path, offset_version: str) -> Path:
     return root / "ckpt"
 
 
-def test_43_checkpoints_on_35(spark: Any, tmp_path: Path) -> None:
-    if not Path(PY35).exists():
-        pytest.skip(f"no Spark 3.5 Python at {PY35} (set CKPTFIX_SPARK35_PYTHON)")
+def test_43_checkpoints_on_35(spark: Any, py35: Path, tmp_path: Path) -> None:
     v1 = _write_43(spark, tmp_path / "v1", "1")
     v2 = _write_43(spark, tmp_path / "v2", "2")
 
@@ -87,7 +82,7 @@ def test_43_checkpoints_on_35(spark: Any, tmp_path: Path) -> None:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     proc = subprocess.run(
-        [PY35, str(SCRIPT), str(v1.parent), str(v2.parent)], capture_output=True, text=True, timeout=600, env=env
+        [str(py35), str(SCRIPT), str(v1.parent), str(v2.parent)], capture_output=True, text=True, timeout=600, env=env
     )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, (proc.returncode, proc.stderr[-3000:], sys.executable)

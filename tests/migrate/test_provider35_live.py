@@ -1,18 +1,18 @@
-"""``migrate provider --target-spark 3.5`` proven with real Spark 3.5.9 (/work/venv35, run as subprocesses).
+"""``migrate provider --target-spark 3.5`` proven with real Spark 3.5.9 (run as subprocesses).
 
 Spark 3.5.9 writes the base checkpoints (the query of test_provider_live.py: ``dropDuplicates("id")`` then
 ``groupBy(key).agg(count, sum)``, complete mode, 2 partitions, 3 input files) with the HDFS provider and with
 RocksDB; ckptfix (this venv) converts copies (HDFS -> RocksDB 3.5-shaped zips, RocksDB -> HDFS); Spark 3.5.9
 restarts the converted and the unconverted copies with the same 2 new files: the sink outputs must be equal
 (complete mode: every aggregate, so the whole state of operator 1 shows) and match the data. Spark 3.5 has no
-``statestore`` reader, so that comparison is the proof. Skipped when /work/venv35 is absent (outside CI).
+``statestore`` reader, so that comparison is the proof. The Spark 3.5.9 interpreter comes from
+tests/support/spark35.py (installed by the suite itself).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import zipfile
@@ -25,7 +25,6 @@ from ckptfix.repair import engine
 from ckptfix.storage import Location
 from tests.migrate.test_provider_live import BASE_FILES, MORE_FILES, expected_agg, state_files, write_inputs
 
-PY35 = Path(os.environ.get("CKPTFIX_PY35", "/work/venv35/bin/python"))
 pytestmark = pytest.mark.spark
 
 # run by Spark 3.5.9: python - '<JSON list of [ckpt, input dir, provider class, out.json]>' (one JVM, one query
@@ -58,10 +57,10 @@ spark.stop()
 """
 
 
-def run35(jobs: list[tuple[Path, Path, str, Path]]) -> list[dict[str, object]]:
+def run35(py35: Path, jobs: list[tuple[Path, Path, str, Path]]) -> list[dict[str, object]]:
     """Run the query with Spark 3.5.9 on each (checkpoint, input dir, provider, result file), in one JVM."""
     arg = json.dumps([[str(c), str(i), CLASSES[p], str(o)] for c, i, p, o in jobs])
-    proc = subprocess.run([str(PY35), "-", arg], input=SCRIPT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([str(py35), "-", arg], input=SCRIPT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = []
     for *_, out in jobs:
@@ -69,15 +68,6 @@ def run35(jobs: list[tuple[Path, Path, str, Path]]) -> list[dict[str, object]]:
         assert str(result["spark"]).startswith("3.5"), result["spark"]
         results.append(result)
     return results
-
-
-@pytest.fixture(scope="module")
-def py35() -> Path:
-    if not PY35.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{PY35} is missing: the Spark 3.5 proof must run in CI")
-        pytest.skip(f"no Spark 3.5 interpreter at {PY35}")
-    return PY35
 
 
 CASES = [("hdfs", "rocksdb"), ("rocksdb", "hdfs")]
@@ -89,7 +79,7 @@ def test_spark35_restarts_on_the_new_provider(py35: Path, tmp_path: Path) -> Non
     for d in inputs.values():
         write_inputs(d, 0, BASE_FILES)
     bases = {s: tmp_path / s / "base" for s, _ in CASES}
-    built = run35([(bases[s], inputs[s], s, tmp_path / s / "base.json") for s, _ in CASES])
+    built = run35(py35, [(bases[s], inputs[s], s, tmp_path / s / "base.json") for s, _ in CASES])
     for b in built:
         assert b["error"] is None, b["error"]
         assert b[str(BASE_FILES - 1)] == {k: list(v) for k, v in expected_agg(BASE_FILES).items()}
@@ -115,7 +105,7 @@ def test_spark35_restarts_on_the_new_provider(py35: Path, tmp_path: Path) -> Non
             (plain, inputs[source], source, plain.with_suffix(".json")),
         ]
 
-    results = run35(jobs)
+    results = run35(py35, jobs)
     batches = [str(b) for b in range(BASE_FILES, BASE_FILES + MORE_FILES)]
     for i, (source, to) in enumerate(CASES):
         got, want = results[2 * i], results[2 * i + 1]
