@@ -47,6 +47,8 @@ class AuditContext:
     stateful: bool | None = None  # None: infer from the files
     observer: Observer = field(default_factory=NullObserver)
     query: QueryShape | None = None  # audit --against: the new query, for the QUERY-* rules
+    #: confs of the restarting session the user told (``--conf``): they decide where the offset log is silent
+    session_conf: dict[str, str] = field(default_factory=dict)
 
     # -- the facts Spark's restart is decided on (spark-logs-and-restart.md §6.3) --------
     @cached_property

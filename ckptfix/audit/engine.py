@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from ckptfix import layout
-from ckptfix.audit import rules_logs, rules_query, rules_sink, rules_sources, rules_state, rules_upgrade  # noqa: F401
+from ckptfix.audit import (  # noqa: F401
+    rules_conf,
+    rules_logs,
+    rules_query,
+    rules_sink,
+    rules_sources,
+    rules_state,
+    rules_upgrade,
+)
 from ckptfix.audit.context import AuditContext, NullObserver, Observer, Sink
 from ckptfix.audit.model import Finding, Report, Skipped, Verdict, severity_rank
 from ckptfix.audit.queryshape import QueryShape
@@ -43,6 +51,7 @@ def audit(
     observer: Observer | None = None,
     checkpoint: Checkpoint | None = None,
     query: QueryShape | None = None,
+    session_conf: Mapping[str, str] | None = None,
 ) -> Report:
     target = parse_target(target_spark)
     obs = observer or NullObserver()
@@ -51,7 +60,10 @@ def audit(
     if sink_path is None and query is not None and query.sink.is_file:
         sink_path = query.sink.path  # the new query's file sink: its _spark_metadata against the logs
     sink = open_sink(sink_path, storage_options) if sink_path else None
-    ctx = AuditContext(ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs, query=query)
+    session = {**(query.conf if query is not None else {}), **(session_conf or {})}
+    ctx = AuditContext(
+        ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs, query=query, session_conf=session
+    )
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for fn in CHECKS:

@@ -33,6 +33,7 @@ from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError
+from ckptfix.formats import offsetlog
 from ckptfix.formats import schema as schema_format
 
 WATERMARK_KEY = "spark.watermarkDelayMs"
@@ -47,7 +48,10 @@ JOIN_NULLABILITY = define(
     "a filter below withWatermark) as nullable=false; Spark 4.0+ derives them as nullable and its state schema "
     "check refuses a stored non-nullable field where the query's is nullable: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE "
     "at the first batch (verified 3.5.9 -> 4.3.0; 4.0.5 writes the same nullable schema). Not caused by 4.3's "
-    "statefulOperator.alwaysNullableOutput, which stays false for checkpoints that lack it.",
+    "statefulOperator.alwaysNullableOutput, which stays false for checkpoints that lack it. Decided when every "
+    "source is a file source (its columns are all nullable, so a non-null field was narrowed); with other sources "
+    "a field may be non-null at the source, 4.x then derives it non-null too (Spark's own 3.5.1 and 4.0.0 join "
+    "checkpoints restart on 4.3), and the audit reports that it cannot tell.",
     "`ckptfix repair CKPT --target-spark 4.x --apply` rewrites the join's schema files with every field nullable "
     "(the check accepts a nullable stored field for a non-null one; the state bytes are unchanged). Spark's own "
     "way out, spark.sql.streaming.stateStore.stateSchemaCheck=false, turns the check off for every operator.",
@@ -117,6 +121,23 @@ def narrowed_fields(value_schema: dict[str, Any]) -> list[str] | None:
     ]
 
 
+def sources_all_files(ctx: AuditContext) -> bool | None:
+    """True when every source of the newest readable offset file is a file source (``{"logOffset":N}``): a
+    file source's columns are all nullable, so a stored non-null row field was narrowed by a filter, not
+    non-null at the source. False when some source is another kind (rate, Kafka metadata columns, Scala's
+    MemoryStream: their columns can be non-null at the source, and then 4.x derives them non-null too, as
+    Spark's own 3.5.1 and 4.0.0 join checkpoints show). None when no offset file says."""
+    ck = ctx.ckpt
+    for b in sorted(ck.offsets.files, reverse=True):
+        entry = ck.try_offset(b)
+        if entry is None:
+            continue
+        started = [o for o in entry.offsets if o.json is not None]
+        if started:
+            return all(offsetlog.file_source_log_offset(o.json) is not None for o in started)
+    return None
+
+
 def committed_range(ctx: AuditContext) -> V.VersionRange | None:
     """The release that planned the newest committed batch (else the oldest offset file's): the schema files
     are those it accepted. A failed first attempt on a newer release leaves an uncommitted offset file only."""
@@ -150,8 +171,13 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     if written is None or written.high is None or V.rank(written.high) > V.rank("3.5"):
         return
     ck = ctx.ckpt
+    files_only = sources_all_files(ctx)
+    K = ctx.latest_commit
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
         if not is_join(op):
+            continue
+        ran_on_4x = [b for b in op.metadata_v2 if K is not None and b <= K]
+        if ran_on_4x:  # operator metadata v2 of a committed batch: a 4.x release already accepted this schema
             continue
         failing: list[tuple[StoreDir, list[str]]] = []
         for store in schema_stores(op):
@@ -169,6 +195,17 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 failing.append((store, narrowed))
         if not failing:
             continue
+        sides = "; ".join(f"{s.store}: {', '.join(fs)}" for s, fs in failing)
+        if not files_only:
+            yield Skipped(
+                JOIN_NULLABILITY.id,
+                f"operator {op.operator} is a stream-stream join whose state schema ({written.text}) stores "
+                f"non-nullable row fields ({sides}) and not every source is a file source: Spark {t.label} refuses "
+                "the schema only if those fields are nullable at the source (narrowed by a filter below "
+                "withWatermark on 3.5); the files cannot tell. `ckptfix audit CKPT --against MODULE:FUNCTION` "
+                "compares the query's schema with the stored one",
+            )
+            continue
         evidence = [
             Evidence(
                 ck.display(s.schema or ""),
@@ -179,7 +216,6 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
             for s, fs in failing
         ]
         evidence.append(Evidence(ck.display("offsets"), note=f"planned by {written.text}: {written.evidence[0]}"))
-        sides = "; ".join(f"{s.store}: {', '.join(fs)}" for s, fs in failing)
         yield JOIN_NULLABILITY.finding(
             f"operator {op.operator} is a stream-stream join whose state schema {written.text} wrote with "
             f"non-nullable row fields ({sides}); Spark {t.label} derives them nullable and refuses the stored "

@@ -52,7 +52,12 @@ def audit(
     ),
     master: str | None = typer.Option(None, "--master", help="Spark master for --against (default local[*])."),
     conf: list[str] = typer.Option(
-        [], "--conf", metavar="KEY=VALUE", help="Spark session conf for --against (repeat)."
+        [],
+        "--conf",
+        metavar="KEY=VALUE",
+        help="A conf of the Spark session that will restart the query (repeat): the restart prediction uses it "
+        "where the offset log records no value (e.g. spark.sql.shuffle.partitions of old checkpoints), and "
+        "--against plans with it.",
     ),
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
@@ -67,8 +72,9 @@ def audit(
     Exit 0: no finding at or above --fail-on; 1: findings; 2: the checkpoint cannot be audited.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
+    session_conf = guarded(fmt, lambda: _conf_pairs(conf))
     with RichObserver(not quiet) as observer:
-        ckpt, query = guarded(fmt, lambda: _against(checkpoint, opts, against, master, conf))
+        ckpt, query = guarded(fmt, lambda: _against(checkpoint, opts, against, master, session_conf))
         report = guarded(
             fmt,
             lambda: run_audit(
@@ -81,6 +87,7 @@ def audit(
                 observer=observer,
                 checkpoint=ckpt,
                 query=query,
+                session_conf=session_conf,
             ),
         )
     if query is not None:
@@ -106,14 +113,26 @@ def audit(
         raise typer.Exit(1)
 
 
+def _conf_pairs(confs: list[str]) -> dict[str, str]:
+    from ckptfix.errors import UsageError
+
+    pairs = {}
+    for item in confs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}: expected KEY=VALUE")
+        pairs[key.strip()] = value
+    return pairs
+
+
 def _against(
-    checkpoint: str, opts: dict[str, Any], against: str | None, master: str | None, confs: list[str]
+    checkpoint: str, opts: dict[str, Any], against: str | None, master: str | None, confs: dict[str, str]
 ) -> tuple[Any, Any]:
     """Open the checkpoint and describe the --against query (planned with the recorded confs)."""
     if against is None:
         return None, None
     from ckptfix.checkpoint import Checkpoint
-    from ckptfix.errors import MissingExtra, UsageError
+    from ckptfix.errors import MissingExtra
     from ckptfix.spark import session
     from ckptfix.spark.queryshape import describe
     from ckptfix.spark.usercode import load_function, split_spec
@@ -123,16 +142,10 @@ def _against(
         import pyspark  # noqa: F401
     except ImportError:
         raise MissingExtra("pyspark", "spark") from None
-    pairs = []
-    for item in confs:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--conf {item!r}: expected KEY=VALUE")
-        pairs.append((key.strip(), value))
     ckpt = Checkpoint.open(checkpoint, opts)
     load_function(against)  # import errors before a JVM is started
     spark = session(master)
-    for key, value in pairs:
+    for key, value in confs.items():
         spark.conf.set(key, value)
     return ckpt, describe(against, spark, ckpt.recorded_conf())
 
