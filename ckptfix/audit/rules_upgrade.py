@@ -38,6 +38,8 @@ from ckptfix.formats import schema as schema_format
 
 WATERMARK_KEY = "spark.watermarkDelayMs"
 JOIN_VALUE_STORES = ("left-keyWithIndexToValue", "right-keyWithIndexToValue")
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+JOIN_FORMAT_KEY = "spark.sql.streaming.join.stateFormatVersion"
 VALUE_SCHEMA_ERROR = "org.apache.spark.sql.execution.streaming.state.StateStoreValueSchemaNotCompatible"
 
 JOIN_NULLABILITY = define(
@@ -55,6 +57,20 @@ JOIN_NULLABILITY = define(
     "`ckptfix repair CKPT --target-spark 4.x --apply` rewrites the join's schema files with every field nullable "
     "(the check accepts a nullable stored field for a non-null one; the state bytes are unchanged). Spark's own "
     "way out, spark.sql.streaming.stateStore.stateSchemaCheck=false, turns the check off for every operator.",
+)
+JOIN_FORMAT_1 = define(
+    "UPGRADE-JOIN-FORMAT-1",
+    "error",
+    "Spark 4.x cannot write the missing state schema of a stream-stream join in state format 1",
+    "Spark 4.x asks for a state schema file in the version of the join's state format "
+    "(spark.sql.streaming.join.stateFormatVersion, 1 when the offset log does not record it, as in checkpoints "
+    "written before Spark 3.0) and has a version-1 schema writer only in its own tests: a join whose schema files "
+    "(state/<op>/0/<store>/_metadata/schema, written from Spark 3.1 on) are missing fails at the first batch with "
+    "IllegalArgumentException: Unsupported schema writer version: 1. Verified with PySpark 4.3.0 (a 3.5.9 join in "
+    "format 1 without its schema files fails; with them it restarts); Spark 3.5 restarts it and writes the files.",
+    "Run the query once on Spark 3.5 (`ckptfix audit CKPT --target-spark 3.5` first), which writes the join's "
+    "schema files, then audit for 4.x again (`ckptfix repair CKPT --target-spark 4.3` fixes the nullability 3.5 "
+    "stores): verified with 3.5.9 -> 4.3.0.",
 )
 PATH = define(
     "UPGRADE-PATH",
@@ -231,6 +247,35 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         )
 
 
+def join_format_findings(ctx: AuditContext) -> Iterator[Finding]:
+    if not ctx.target.at_least(4, 0) or ctx.state_version == 0:
+        return
+    version = ctx.conf.get(JOIN_FORMAT_KEY, "1")  # Spark's legacy default for offset logs without the key
+    if version != "1":
+        return
+    ck = ctx.ckpt
+    for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
+        if not is_join(op):
+            continue
+        first = op.partitions.get(0, {})
+        missing = [name for name in JOIN_STORES if first.get(name) is None or first[name].schema is None]
+        if not missing:
+            continue
+        recorded = "records 1" if JOIN_FORMAT_KEY in ctx.conf else "does not record it (Spark's legacy default: 1)"
+        yield JOIN_FORMAT_1.finding(
+            f"operator {op.operator} is a stream-stream join in state format 1 (the offset log {recorded}) without "
+            f"the schema files of {', '.join(missing)}; Spark {ctx.target.label} cannot write them in version 1",
+            [
+                Evidence(ck.display(f"{op.rel}/0/{name}/_metadata/schema"), expected="a schema file", found="none")
+                for name in missing
+            ],
+            spark_error=SparkError(
+                "java.lang.IllegalArgumentException", None, "Unsupported schema writer version: 1", ctx.next_batch
+            ),
+            stage=64,
+        )
+
+
 def _new_keys(writer: V.VersionRange, target: str) -> list[str]:
     lo = writer.high
     return sorted(
@@ -347,6 +392,7 @@ def downgrade(ctx: AuditContext, info: V.WriterInfo) -> Iterator[Finding]:
 @check
 def upgrade(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     yield from join_schema_findings(ctx)
+    yield from join_format_findings(ctx)
     info = V.infer(ctx.ckpt)
     yield from upgrade_path(ctx, info)
     yield from downgrade(ctx, info)
