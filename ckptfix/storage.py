@@ -381,5 +381,35 @@ def _chain(first: bytes, second: bytes, rest: Iterator[bytes]) -> Iterator[bytes
         yield piece
 
 
+#: the connectors under which Spark names one S3 bucket
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(scheme, path without scheme) for a Location URL; local paths get scheme 'file'."""
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        return scheme.lower(), rest.rstrip("/")
+    return "file", os.path.abspath(url)
+
+
+def uri_forms(url: str) -> tuple[str, ...]:
+    """Every spelling under which Spark may have written ``url`` into a file, longest first.
+
+    Local: ``file:/p`` (Hadoop's qualified path, operator metadata), ``file:///p`` (``Path.toUri``
+    of a listed file, file-source logs), bare ``/p``; the real path too when ``url`` goes through a
+    symlink. S3: ``s3://``, ``s3a://`` and ``s3n://`` (one bucket, three connectors)."""
+    scheme, path = split_url(url)
+    forms: list[str] = []
+    if scheme == "file":
+        for p in dict.fromkeys([path, os.path.realpath(path)]):
+            forms += [f"file:///{p.lstrip('/')}", f"file:/{p.lstrip('/')}", p]
+    elif scheme in S3_SCHEMES:
+        forms += [f"{s}://{path}" for s in S3_SCHEMES]
+    else:
+        forms.append(f"{scheme}://{path}")
+    return tuple(sorted(dict.fromkeys(forms), key=len, reverse=True))
+
+
 def open_location(url: str, storage_options: Mapping[str, Any] | None = None) -> Location:
     return Location(url, storage_options)

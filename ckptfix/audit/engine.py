@@ -10,6 +10,7 @@ from ckptfix.audit import (  # noqa: F401
     rules_conf,
     rules_logs,
     rules_query,
+    rules_schema,
     rules_sink,
     rules_sources,
     rules_state,

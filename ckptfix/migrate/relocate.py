@@ -43,7 +43,7 @@ from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.formats import compactlog, filechecksum, hadoopcrc, opmeta
-from ckptfix.storage import Entry, Location
+from ckptfix.storage import S3_SCHEMES, Entry, Location, split_url, uri_forms
 
 MARKER = "_ckptfix_relocate.json"
 BACKUP_DIR = "_ckptfix"  # the repair engine's backups belong to SRC, never copied
@@ -51,7 +51,6 @@ CHUNK = 8 << 20
 #: text files below this size are scanned for leftover references to the old location
 SCAN_LIMIT = 1 << 20
 _STATE_DATA = (".delta", ".snapshot", ".zip", ".changelog", ".sst")
-_S3 = ("s3", "s3a", "s3n")
 
 
 class Observer(Protocol):
@@ -73,37 +72,11 @@ class RelocateRefused(CkptfixError):
 
 
 # -- URIs ----------------------------------------------------------------------------------------
-def _split(url: str) -> tuple[str, str]:
-    """(scheme, path without scheme) for a Location URL; local paths get scheme 'file'."""
-    if "://" in url:
-        scheme, rest = url.split("://", 1)
-        return scheme.lower(), rest.rstrip("/")
-    return "file", os.path.abspath(url)
-
-
-def uri_forms(url: str) -> tuple[str, ...]:
-    """Every spelling under which Spark may have written ``url`` into a file, longest first.
-
-    Local: ``file:/p`` (Hadoop's qualified path, operator metadata), ``file:///p`` (``Path.toUri``
-    of a listed file, file-source logs), bare ``/p``; the real path too when ``url`` goes through a
-    symlink. S3: ``s3://``, ``s3a://`` and ``s3n://`` (one bucket, three connectors)."""
-    scheme, path = _split(url)
-    forms: list[str] = []
-    if scheme == "file":
-        for p in dict.fromkeys([path, os.path.realpath(path)]):
-            forms += [f"file:///{p.lstrip('/')}", f"file:/{p.lstrip('/')}", p]
-    elif scheme in _S3:
-        forms += [f"{s}://{path}" for s in _S3]
-    else:
-        forms.append(f"{scheme}://{path}")
-    return tuple(sorted(dict.fromkeys(forms), key=len, reverse=True))
-
-
 def spark_uri(url: str, like: str | None = None) -> str:
     """How Spark writes ``url``: local ``file:/p`` (or ``file:///p`` when ``like`` uses three
     slashes, or the bare path when ``like`` is bare); S3 as given (give DEST with the scheme your
     Spark uses, e.g. ``s3a://``)."""
-    scheme, path = _split(url)
+    scheme, path = split_url(url)
     if scheme == "file":
         if like is not None and like.startswith("file:///"):
             return f"file:///{path.lstrip('/')}"
@@ -194,8 +167,8 @@ def _is_backup(rel: str) -> bool:
 
 
 def _same_store(a: Location, b: Location) -> bool:
-    sa, sb = _split(a.url)[0], _split(b.url)[0]
-    family = {s: "s3" for s in _S3}
+    sa, sb = split_url(a.url)[0], split_url(b.url)[0]
+    family = {s: "s3" for s in S3_SCHEMES}
     return family.get(sa, sa) == family.get(sb, sb)
 
 
@@ -425,7 +398,7 @@ def plan_relocation(
     if not (input_from is not None and input_to is not None):
         scan = [r for r in scan if not r.startswith(layout.SOURCES + "/")]  # input paths: only with --input-from
     got = src.read_many(scan)
-    needles = [o.encode() for o in olds if o.startswith(("file:", *(s + ":" for s in _S3))) or "://" in o]
+    needles = [o.encode() for o in olds if o.startswith(("file:", *(s + ":" for s in S3_SCHEMES))) or "://" in o]
     for rel in scan:
         data = got[rel] if rel in got else src.read(rel)
         if any(n in data for n in needles):

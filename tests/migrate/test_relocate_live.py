@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ckptfix.audit import audit
 from tests.spark.harness import error_text
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -142,10 +143,19 @@ def test_relocated_tws_checkpoint_restarts_and_plain_copy_fails(
     sides = {d: tmp_path / d / "out" for d in ("moved", "plain")}
     for d in sides.values():
         shutil.copytree(base_out, d)
+    old_exists = audit(str(tmp_path / "plain" / "ckpt"), "4.3")  # the copy silently reads the original's files
+    outside = [f for f in old_exists.findings if f.rule_id == "STATE-SCHEMA-PATH-OUTSIDE"]
+    assert outside and all(f.severity == "warning" for f in outside) and old_exists.verdict.restarts
     # the source goes away (renamed): nothing may still point into it
     hidden = base_ckpt.with_name("ckpt.gone")
     base_ckpt.rename(hidden)
     try:
+        # the audit sees what a plain copy does to the schema paths, and that relocate's copy is whole
+        moved_report = audit(str(tmp_path / "moved" / "ckpt"), "4.3")
+        assert moved_report.verdict.restarts
+        assert "STATE-SCHEMA-PATH-OUTSIDE" not in {f.rule_id for f in moved_report.findings}
+        predicted = audit(str(tmp_path / "plain" / "ckpt"), "4.3")
+        assert predicted.verdict.blocking_rule == "STATE-SCHEMA-PATH-OUTSIDE"
         write_input(base_in, BASE_FILES)
         failure = run_query(spark, tmp_path / "moved" / "ckpt", base_in, sides["moved"])
         assert failure is None, failure
@@ -153,6 +163,7 @@ def test_relocated_tws_checkpoint_restarts_and_plain_copy_fails(
         plain = run_query(spark, tmp_path / "plain" / "ckpt", base_in, sides["plain"])
         assert plain is not None and "does not exist" in plain, plain
         assert str(base_ckpt) in plain
+        assert predicted.verdict.error is not None and predicted.verdict.error.message in plain
         # ckptfix repairs the plain copy too: its schema paths name a root that is gone, whose
         # state/<op>/_stateSchema/... tail exists in the copy (the failed run added a metadata file)
         fixed = tmp_path / "fixed" / "ckpt"

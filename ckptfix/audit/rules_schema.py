@@ -1,0 +1,101 @@
+"""State schema files that the restart reads through a recorded path.
+
+Spark 4.x's transformWithState operators record, in operator metadata v2
+(``state/<op>/_metadata/v2/<batch>``), the absolute paths of their schema files
+(``stateStoreInfo[*].stateSchemaFilePaths``, one ``stateSchemaFilePath`` in early 4.0 builds), qualified with
+the checkpoint's location when they were written. A checkpoint moved by a plain copy keeps naming the old
+location: with the old copy gone, the first batch fails with ``FileNotFoundException: File file:<old path>
+does not exist`` (PySpark 4.3.0, tests/migrate/test_relocate_live.py); while the old copy exists, the moved one
+silently reads its schema files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.model import Evidence, Finding, SparkError
+from ckptfix.audit.registry import check, define
+from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.formats import opmeta
+from ckptfix.storage import Location, split_url, uri_forms
+
+SCHEMA_PATH = define(
+    "STATE-SCHEMA-PATH-OUTSIDE",
+    "error",
+    "Operator metadata names state schema files outside this checkpoint",
+    "transformWithState operator metadata (v2) records absolute paths of the operator's schema files. After a "
+    "checkpoint is moved by a plain copy they still name the old location: Spark 4.x fails with "
+    "FileNotFoundException when the old copy is gone, and reads the old copy's files while it exists.",
+    "Copy the checkpoint with `ckptfix migrate relocate CKPT NEWDIR --apply`, which rewrites the paths into the "
+    "copy (it also repairs a checkpoint that was already moved by a plain copy); restart from NEWDIR.",
+)
+
+
+def schema_paths(meta: opmeta.OperatorMetadata) -> list[str]:
+    out: list[str] = []
+    for store in meta.raw.get("stateStoreInfo", []) or []:
+        if not isinstance(store, dict):
+            continue
+        for key in ("stateSchemaFilePaths", "stateSchemaFilePath"):
+            value = store.get(key)
+            out += [v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str) and v]
+    return out
+
+
+def _inside(value: str, roots: tuple[str, ...]) -> str | None:
+    """The path relative to the checkpoint when ``value`` names a file under one of its spellings."""
+    for root in roots:
+        base = root.rstrip("/") + "/"
+        if value.startswith(base):
+            return value[len(base) :]
+    return None
+
+
+def _exists_elsewhere(ctx: AuditContext, value: str) -> bool | None:
+    """Whether a path outside the checkpoint exists (None: cannot tell, e.g. another store without credentials)."""
+    scheme, path = split_url(value if "://" in value else value.replace("file:/", "file:///", 1))
+    url = path if scheme == "file" else f"{scheme}://{path}"
+    try:
+        parent, name = url.rsplit("/", 1)
+        return Location(parent, ctx.ckpt.location.storage_options).exists(name)
+    except (OSError, ValueError, CkptfixError):  # e.g. hdfs:// without a client here: cannot tell
+        return None
+
+
+@check
+def schema_files(ctx: AuditContext) -> Iterator[Finding]:
+    ck = ctx.ckpt
+    roots = uri_forms(ck.location.url)
+    for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
+        if not op.metadata_v2:
+            continue
+        rel = op.metadata_v2[max(op.metadata_v2)]  # the newest: what the restart plans with
+        try:
+            meta = opmeta.parse(ck.read(rel), ck.display(rel))
+        except FormatError:
+            continue  # STATE-OPERATOR-METADATA-UNREADABLE reports it
+        for value in schema_paths(meta):
+            inner = _inside(value, roots)
+            if inner is not None:
+                continue
+            exists = _exists_elsewhere(ctx, value)
+            bare = value.split(":", 1)[1] if value.startswith("file:") else value
+            bare = "/" + bare.lstrip("/") if value.startswith("file:") else bare
+            evidence = [Evidence(ck.display(rel), expected=f"a path under {ck.location.url}", found=value)]
+            if exists is False:
+                yield SCHEMA_PATH.finding(
+                    f"operator {op.operator}'s metadata names the schema file {value}, outside this checkpoint and "
+                    "gone (the checkpoint was moved by a plain copy?): the first batch fails to read it",
+                    evidence,
+                    spark_error=SparkError("java.io.FileNotFoundException", None, f"{bare} does not exist"),
+                    stage=63,
+                )
+            else:
+                state = "it exists there" if exists else "ckptfix cannot check whether it exists"
+                yield SCHEMA_PATH.finding(
+                    f"operator {op.operator}'s metadata names the schema file {value}, outside this checkpoint "
+                    f"({state}): Spark reads that location's file, and fails once it is removed",
+                    evidence,
+                    severity="warning",
+                )
