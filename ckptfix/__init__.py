@@ -1,3 +1,20 @@
-"""ckptfix: read, audit and repair Spark Structured Streaming checkpoints without a JVM."""
+"""ckptfix: read, audit and repair Spark Structured Streaming checkpoints without a JVM.
+
+The Python API (:mod:`ckptfix.api`)::
+
+    import ckptfix
+    report = ckptfix.audit("path/to/checkpoint")
+    print(report.verdict.headline)
+
+``ckptfix.audit`` is the function (the rules live in the subpackage of the same name: import from it with
+``from ckptfix.audit.engine import ...``, not through attribute access on ``ckptfix``).
+"""
+
+from __future__ import annotations
 
 __version__ = "0.1.0"
+
+# imported last and on purpose over the subpackage attribute of the same name
+from ckptfix.api import audit, open_checkpoint, plan_repair, read_state  # noqa: E402
+
+__all__ = ["__version__", "audit", "open_checkpoint", "plan_repair", "read_state"]

@@ -32,7 +32,8 @@ def decide(target: str, findings: list[Finding]) -> Verdict:
     if blockers:
         first = blockers[0]
         return Verdict(target, False, first.spark_error, first.rule_id, hazards)
-    return Verdict(target, True, None, None, hazards)
+    unknowns = tuple(f.message for f in findings if f.undecided)
+    return Verdict(target, None if unknowns else True, None, None, hazards, unknowns)
 
 
 def open_sink(path: str, storage_options: Mapping[str, Any] | None) -> Sink:

@@ -50,6 +50,8 @@ class Finding:
     stage: int | None = None
     #: Spark restarts, but the result is silently wrong (worse than a crash)
     silent: bool = False
+    #: Spark may fail here and the files cannot tell whether it will (the message says why): the verdict is unknown
+    undecided: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,12 @@ class Skipped:
 @dataclass(frozen=True)
 class Verdict:
     target: str
-    restarts: bool
+    #: None: ckptfix cannot tell (``unknowns`` says why); never True while something undecided may stop it
+    restarts: bool | None
     error: SparkError | None = None
     blocking_rule: str | None = None
     hazards: tuple[str, ...] = ()
+    unknowns: tuple[str, ...] = ()
 
     @property
     def exception(self) -> str | None:
@@ -84,6 +88,10 @@ class Verdict:
 
     @property
     def headline(self) -> str:
+        if self.restarts is None:
+            return f"ckptfix cannot tell whether Spark {self.target} restarts this checkpoint: " + "; ".join(
+                self.unknowns
+            )
         if not self.restarts:
             assert self.error is not None
             return f"Spark {self.target} will fail with {self.error.headline}"
@@ -103,4 +111,7 @@ class Report:
     stats: Any = None
 
     def fails(self, fail_on: str) -> bool:
+        """Findings at or above ``fail_on``; an unknown verdict is never a pass."""
+        if self.verdict.restarts is None:
+            return True
         return any(severity_rank(f.severity) >= severity_rank(fail_on) for f in self.findings)

@@ -32,6 +32,7 @@ class Rule:
         spark_error: SparkError | None = None,
         stage: int | None = None,
         silent: bool = False,
+        undecided: bool = False,
     ) -> Finding:
         return Finding(
             rule_id=self.id,
@@ -43,6 +44,7 @@ class Rule:
             spark_error=spark_error,
             stage=stage,
             silent=silent,
+            undecided=undecided,
         )
 
 

@@ -213,13 +213,18 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
             continue
         sides = "; ".join(f"{s.store}: {', '.join(fs)}" for s, fs in failing)
         if not files_only:
-            yield Skipped(
-                JOIN_NULLABILITY.id,
+            if ctx.query is not None:
+                continue  # --against: the QUERY-* rules compare the planned schema with the stored one
+            yield JOIN_NULLABILITY.finding(
                 f"operator {op.operator} is a stream-stream join whose state schema ({written.text}) stores "
                 f"non-nullable row fields ({sides}) and not every source is a file source: Spark {t.label} refuses "
                 "the schema only if those fields are nullable at the source (narrowed by a filter below "
-                "withWatermark on 3.5); the files cannot tell. `ckptfix audit CKPT --against MODULE:FUNCTION` "
-                "compares the query's schema with the stored one",
+                "withWatermark on 3.5); the files cannot tell",
+                [Evidence(ck.display(s.schema or ""), found="nullable=false", note=s.store) for s, _ in failing],
+                severity="warning",
+                fix="`ckptfix audit CKPT --against MODULE:FUNCTION` plans the query and compares its state schema "
+                "with the stored one; if they differ, " + JOIN_NULLABILITY.fix,
+                undecided=True,
             )
             continue
         evidence = [

@@ -48,6 +48,7 @@ def report(r: Report) -> str:
             "blocking_rule": v.blocking_rule,
             "error": _plain(v.error),
             "hazards": list(v.hazards),
+            "unknowns": list(v.unknowns),
         },
         "findings": [_plain(f) for f in r.findings],
         "skipped": [_plain(s) for s in r.skipped],

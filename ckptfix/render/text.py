@@ -15,7 +15,7 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 def report(r: Report, console: Console) -> None:
     v = r.verdict
-    style = "bold green" if v.restarts and not v.hazards else "bold red"
+    style = "bold yellow" if v.restarts is None else "bold green" if v.restarts and not v.hazards else "bold red"
     console.print(f"[{style}]{v.headline}[/]", highlight=False, soft_wrap=True)
     console.print(f"checkpoint: {r.checkpoint}", highlight=False, soft_wrap=True)
     facts = r.facts

@@ -288,12 +288,23 @@ def write_parquet(
     return write_parquet_chunks(chunks(), target, columns, schemas)
 
 
+def arrow_table(rows: Iterable[Mapping[str, Any]], columns: list[str], schemas: Mapping[str, u.DataType]) -> Any:
+    """Rows as one ``pyarrow.Table`` with the Spark types (the columns Parquet gets)."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise MissingExtra("pyarrow", "arrow") from None
+    rows = list(rows)
+    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
+    return pa.Table.from_arrays([_arrow_column(schemas[c], [r.get(c) for r in rows]) for c in columns], schema=schema)
+
+
 def arrow_chunk(rows: list[Mapping[str, Any]], columns: list[str], schemas: Mapping[str, u.DataType]) -> bytes:
     """Rows as one Arrow IPC stream (what a parallel worker sends to the Parquet writer)."""
     import pyarrow as pa
 
-    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
-    table = pa.Table.from_arrays([_arrow_column(schemas[c], [r.get(c) for r in rows]) for c in columns], schema=schema)
+    table = arrow_table(rows, columns, schemas)
+    schema = table.schema
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
         writer.write_table(table)

@@ -1,0 +1,180 @@
+"""The Python API: what the CLI does, callable from a notebook or a script, returning the same models the
+CLI renders (``ckptfix audit`` prints a :class:`~ckptfix.audit.model.Report`, ``ckptfix repair`` a plan).
+
+Nothing here prints. Every function takes a checkpoint URL (local path, ``file:``, ``s3://`` ... with
+``storage_options`` for fsspec) or an already opened :class:`~ckptfix.checkpoint.Checkpoint`::
+
+    import ckptfix
+
+    ckpt = ckptfix.open_checkpoint("s3://bucket/checkpoints/q1", storage_options={"anon": False})
+    report = ckptfix.audit(ckpt, target_spark="4.3")
+    print(report.verdict.headline)
+    for f in report.findings:
+        print(f.severity, f.rule_id, f.message)
+
+    plan = ckptfix.plan_repair(ckpt)
+    print(plan.describe())
+    run_id = plan.apply()          # backs up every file it changes; `ckptfix undo CKPT RUN` reverts it
+
+    table = ckptfix.read_state(ckpt, operator=0)   # a pyarrow.Table (rows as dicts without pyarrow)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix.audit.model import Report
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.repair.plan import Plan
+from ckptfix.storage import Location
+
+
+def open_checkpoint(url: str, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+    """List a checkpoint once; :class:`~ckptfix.errors.NotACheckpoint` when ``url`` holds none."""
+    return Checkpoint.open(url, storage_options)
+
+
+def _url_and_ckpt(
+    ckpt_or_url: Checkpoint | str, storage_options: Mapping[str, Any] | None
+) -> tuple[str, Checkpoint, dict[str, Any]]:
+    if isinstance(ckpt_or_url, Checkpoint):
+        loc = ckpt_or_url.location
+        return loc.url, ckpt_or_url, dict(storage_options or loc.storage_options)
+    return ckpt_or_url, Checkpoint.open(ckpt_or_url, storage_options), dict(storage_options or {})
+
+
+def audit(
+    ckpt_or_url: Checkpoint | str,
+    target_spark: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    deep: bool = False,
+    sink_path: str | None = None,
+    stateful: bool | None = None,
+    session_conf: Mapping[str, str] | None = None,
+) -> Report:
+    """The restart verdict (``report.verdict``: ``restarts`` True/False/None for unknown, ``headline``,
+    ``error``) and every finding (``report.findings``), as ``ckptfix audit`` shows them.
+
+    ``target_spark``: "3.5" ... "4.3" (default: the newest); ``session_conf``: confs of the session that
+    will restart the query (``--conf``)."""
+    from ckptfix.audit.engine import audit as run_audit
+
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    return run_audit(
+        url,
+        target_spark,
+        storage_options=opts,
+        deep=deep,
+        sink_path=sink_path,
+        stateful=stateful,
+        checkpoint=ckpt,
+        session_conf=session_conf,
+    )
+
+
+@dataclass
+class RepairPlan:
+    """A repair plan with the audit it answers. Nothing is written until :meth:`apply`."""
+
+    plan: Plan
+    report: Report
+    #: findings the plan does not fix, each with the reason
+    unfixed: list[str]
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    target_spark: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.plan.empty
+
+    def describe(self) -> str:
+        """The plan as ``ckptfix repair`` prints it (without colours)."""
+        from io import StringIO
+
+        from rich.console import Console
+
+        from ckptfix.render import text
+
+        buf = StringIO()
+        text.plan(self.plan, self.unfixed, Console(file=buf, width=120, color_system=None))
+        return buf.getvalue()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"plan": self.plan.to_json(), "unfixed": list(self.unfixed)}
+
+    def apply(self, *, backup_url: str | None = None, force: bool = False, idle_seconds: float = 120) -> str:
+        """Back up every file the plan changes, carry it out, journal each step; returns the run id
+        (``ckptfix undo CKPT RUN`` restores every byte). Refuses while the checkpoint is being written
+        (``force`` skips that check) and when a file changed since the plan was made."""
+        from ckptfix.repair import engine
+
+        ckpt = Location(self.url, self.storage_options)
+        backup = Location(backup_url or engine.default_backup_url(self.url), self.storage_options)
+        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
+
+    def audit_after(self) -> Report:
+        """Audit the checkpoint again (after :meth:`apply`)."""
+        return audit(self.url, self.target_spark, storage_options=self.storage_options)
+
+
+def plan_repair(
+    ckpt_or_url: Checkpoint | str,
+    target_spark: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    sink_path: str | None = None,
+    stateful: bool | None = None,
+    strategy: str | None = None,
+) -> RepairPlan:
+    """The plan ``ckptfix repair`` shows: a fix for every error finding that has one."""
+    from ckptfix.repair.planning import STRATEGIES
+    from ckptfix.repair.planning import plan_repair as make_plan
+
+    url, _, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    plan, report, unfixed = make_plan(
+        url,
+        target_spark,
+        strategy=strategy or STRATEGIES[0],
+        storage_options=opts,
+        sink_path=sink_path,
+        stateful=stateful,
+    )
+    return RepairPlan(plan, report, unfixed, url, opts, target_spark)
+
+
+def read_state(
+    ckpt_or_url: Checkpoint | str,
+    operator: int = 0,
+    batch: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    as_arrow: bool | None = None,
+    **options: Any,
+) -> Any:
+    """The state rows of ``operator`` after ``batch`` (default: the last committed batch), with the columns
+    Spark's ``statestore`` reader shows (key, value, partition_id; flattened as ``ckptfix state read`` does).
+
+    Returns a ``pyarrow.Table`` when pyarrow is installed (``as_arrow=False``: an iterator of dicts instead;
+    ``as_arrow=True`` without pyarrow raises :class:`~ckptfix.errors.MissingExtra`). ``options`` are those of
+    ``ckptfix state read``: ``version``, ``partition``, ``store_name``, ``join_side``, ``state_var``, ``timers``,
+    ``from_snapshot``, ``flatten``."""
+    from ckptfix.state import export
+    from ckptfix.state.read import read_state as run_read
+
+    _, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    flatten = options.pop("flatten", True)
+    read = run_read(ckpt, flatten=flatten, operator=operator, batch=batch, storage_options=opts, **options)
+    if as_arrow is None:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            as_arrow = False
+        else:
+            as_arrow = True
+    if as_arrow:
+        return export.arrow_table(read.rows, read.columns, read.schemas)
+    return read.rows
