@@ -8,6 +8,8 @@ verbatim in Spark's error text.
 
 from __future__ import annotations
 
+import re
+
 from ckptfix.audit.model import SparkError
 from ckptfix.audit.targets import SparkTarget
 from ckptfix.errors import FormatError, UnsupportedVersion
@@ -58,6 +60,25 @@ def exact_version(found: int, expected: int) -> SparkError:
     )
 
 
+JSON_TOKEN_KINDS = ("non-numeric-literal", "number-too-long", "no-usable-value")
+
+
+def json_token_error(exc: FormatError) -> SparkError:
+    """What Jackson / json4s say of a token Python's json reads (seen with PySpark 4.3.0)."""
+    if exc.kind == "non-numeric-literal":
+        return SparkError(JSON_PARSE, None, f"Non-standard token '{exc.found}'")
+    if exc.kind == "number-too-long":
+        m = re.search(r"Number value length \((\d+)\)", exc.expected)
+        n = m.group(1) if m else ""
+        return SparkError(
+            "com.fasterxml.jackson.core.exc.StreamConstraintsException",
+            None,
+            f"Number value length ({n}) exceeds the maximum allowed (1000",
+        )
+    field = exc.expected.removeprefix("a number for ")
+    return SparkError("org.json4s.MappingException", None, f"No usable value for {field}")
+
+
 def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -> SparkError | None:
     """Spark's error for an unreadable offsets/commits file; None if Spark reads it fine."""
     kind = exc.kind
@@ -76,6 +97,8 @@ def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -
         return unsupported_version(target, exc.version, maximum)
     if kind == "truncated-json":
         return SparkError(JSON_EOF, None, "Unexpected end-of-input")
+    if kind in JSON_TOKEN_KINDS:
+        return json_token_error(exc)
     if kind == "invalid-json":
         return SparkError(JSON_PARSE, None, "Unexpected character")
     if kind == "v2-no-colon":
@@ -97,6 +120,8 @@ def metadata_error(exc: FormatError) -> SparkError:
         return SparkError("org.json4s.MappingException", None, "No usable value for id")
     if exc.kind == "truncated-json":
         return SparkError(JSON_EOF, None, "Unexpected end-of-input")
+    if exc.kind in JSON_TOKEN_KINDS:
+        return json_token_error(exc)
     return SparkError(JSON_PARSE, None, "Unexpected character")
 
 

@@ -71,8 +71,17 @@ def _cli_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseE
     return tuple(exits), tuple(usage)
 
 
+def _safe_streams() -> None:
+    """Text a checkpoint holds (a lone surrogate in JSON, undecodable bytes) is printed escaped, never cut."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    _safe_streams()
     exits, usage = _cli_exceptions()
     try:
         code = app(args=args, standalone_mode=False)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import dumps, parse_json_object, parse_version, split_lines
+from ckptfix.formats.text import dumps, long_field, parse_json_object, parse_version, split_lines
 
 MAX_KNOWN_VERSION = 3
 _KNOWN = ("nextBatchWatermarkMs", "stateUniqueIds")
@@ -35,16 +35,7 @@ def parse(data: bytes, path: str = "<commits>") -> CommitFile:
     if len(lines) < 2 or not lines[1].data.strip():
         return CommitFile(version, has_json=False)
     obj = parse_json_object(path, lines[1], "commit metadata JSON")
-    try:
-        wm = int(obj.get("nextBatchWatermarkMs", 0))
-    except (TypeError, ValueError):
-        raise FormatError(
-            path,
-            lines[1].offset,
-            "a numeric nextBatchWatermarkMs",
-            str(obj.get("nextBatchWatermarkMs")),
-            kind="invalid-json",
-        ) from None
+    wm = long_field(path, lines[1], obj, "nextBatchWatermarkMs")
     ids = obj.get("stateUniqueIds")
     if ids is not None and not isinstance(ids, dict):
         raise FormatError(

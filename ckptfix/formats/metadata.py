@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import dumps, json_failure, preview
+from ckptfix.formats.text import dumps, json_failure, loads, preview
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ def parse(data: bytes, path: str = "<metadata>") -> StreamMetadata:
     if not text.strip():
         raise FormatError(path, 0, 'a JSON object {"id": ...}', "an empty file", kind="empty")
     try:
-        obj = json.loads(text)
+        obj = loads(text)
     except json.JSONDecodeError as exc:
         kind, pos, found = json_failure(exc, text)
         raise FormatError(path, len(text[:pos].encode()), f"a JSON object ({exc.msg})", found, kind=kind) from None

@@ -13,12 +13,20 @@ v2 (``OffsetMap``, readable from Spark 4.2): metadata is mandatory and each sour
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import Line, dumps, parse_json_object, parse_version, preview, split_lines
+from ckptfix.formats.text import (
+    Line,
+    dumps,
+    loads,
+    long_field,
+    parse_json_object,
+    parse_version,
+    preview,
+    split_lines,
+)
 
 MAX_KNOWN_VERSION = 2
 VOID_OFFSET = "-"  # SERIALIZED_VOID_OFFSET: a source without an offset yet
@@ -71,13 +79,8 @@ def _metadata(path: str, line: Line) -> OffsetSeqMetadata:
     conf = obj.get("conf", {})
     if not isinstance(conf, dict):
         raise FormatError(path, line.offset, "'conf' as a JSON object", preview(dumps(conf)), kind="invalid-json")
-    try:
-        wm = int(obj.get("batchWatermarkMs", 0))
-        ts = int(obj.get("batchTimestampMs", 0))
-    except (TypeError, ValueError):
-        raise FormatError(
-            path, line.offset, "numeric batchWatermarkMs/batchTimestampMs", preview(line.data), kind="invalid-json"
-        ) from None
+    wm = long_field(path, line, obj, "batchWatermarkMs")
+    ts = long_field(path, line, obj, "batchTimestampMs")
     extra = {k: v for k, v in obj.items() if k not in _KNOWN_META}
     return OffsetSeqMetadata(wm, ts, {str(k): str(v) for k, v in conf.items()}, extra)
 
@@ -129,7 +132,7 @@ def file_source_log_offset(raw: str | None) -> int | None:
     if raw is None:
         return None
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
         return None
     n = value.get("logOffset") if isinstance(value, dict) else None

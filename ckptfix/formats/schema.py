@@ -26,7 +26,7 @@ from typing import Any
 
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats.javaio import MAX_UTF_BYTES, join_surrogates, read_utf, write_utf
-from ckptfix.formats.text import preview
+from ckptfix.formats.text import loads, preview
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
@@ -112,7 +112,7 @@ StateSchema = SchemaV1 | SchemaV2 | SchemaV3
 
 def _json(text: str, path: str, offset: int, what: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(path, offset, f"{what} as JSON ({exc.msg})", preview(text), kind="invalid-json") from None
     if not isinstance(value, dict):

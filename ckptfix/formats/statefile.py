@@ -32,7 +32,7 @@ from typing import Literal
 
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats.javaio import U16, decode_modified_utf8, read_utf, write_utf
-from ckptfix.formats.text import preview
+from ckptfix.formats.text import loads, preview
 
 INT = struct.Struct(">i")  # Java DataOutputStream: big-endian
 BYTE = struct.Struct(">B")
@@ -99,7 +99,7 @@ def parse_changelog_header(raw: bytes, path: str = "<changelog>") -> ChangelogHe
         return ChangelogHeader(version, None, pos)
     text, end = read_utf(raw, pos, path, "the lineage JSON")
     try:
-        items = json.loads(text)
+        items = loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(path, pos, f"lineage JSON ({exc.msg})", preview(text), kind="invalid-json") from None
     lineage: list[LineageEntry] = []

@@ -8,6 +8,7 @@ header ``v<positive int>`` (``MetadataVersionUtil``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -50,13 +51,80 @@ def preview(data: bytes | str) -> str:
     return f"'{shown}'"
 
 
+#: Jackson's StreamReadConstraints.maxNumberLength: a longer number token fails to parse in Spark (4.3:
+#: StreamConstraintsException "Number value length (5000) exceeds the maximum allowed (1000, ...)")
+MAX_NUMBER_LENGTH = 1000
+INT_MAX = 2**31 - 1  # log versions are Java ints
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+class JsonTokenError(json.JSONDecodeError):
+    """A JSON token Jackson refuses although Python's json accepts it; ``kind`` names it for the audit."""
+
+    def __init__(self, kind: str, msg: str, doc: str, pos: int, token: str) -> None:
+        super().__init__(msg, doc, pos)
+        self.kind, self.token = kind, token
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` as Jackson parses Spark's logs (seen with PySpark 4.3.0): the NaN/Infinity literals are
+    refused ("Non-standard token"), and so is a number token longer than :data:`MAX_NUMBER_LENGTH`; a number
+    that overflows a double (``1e999``) is read as infinity. Failures are ``json.JSONDecodeError``s at the token,
+    so callers handle one exception type."""
+
+    def fail(kind: str, msg: str, token: str) -> Any:
+        raise JsonTokenError(kind, msg, text, max(text.find(token), 0), token)
+
+    def number(token: str, convert: Any) -> Any:
+        if len(token) > MAX_NUMBER_LENGTH:
+            fail("number-too-long", f"Number value length ({len(token)}) exceeds the maximum allowed", token)
+        return convert(token)
+
+    return json.loads(
+        text,
+        parse_int=lambda t: number(t, int),
+        parse_float=lambda t: number(t, float),
+        parse_constant=lambda t: fail("non-numeric-literal", f"Non-standard token '{t}'", t),
+    )
+
+
+def java_long(value: Any) -> int | None:
+    """A JSON value read into a Scala ``Long`` field the way json4s extracts it (PySpark 4.3.0: a fraction is
+    truncated, a double beyond the range saturates, an integer beyond 64 bits wraps, a string or boolean is
+    "No usable value for <field>"); None where json4s gives up."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 0
+        if math.isinf(value):
+            return LONG_MAX if value > 0 else LONG_MIN
+        value = int(value)  # toward zero, as Double.toLong
+        return max(LONG_MIN, min(LONG_MAX, value))
+    return (value - LONG_MIN) % 2**64 + LONG_MIN  # BigInt.longValue: the low 64 bits
+
+
+def long_field(path: str, line: Line, obj: dict[str, Any], name: str) -> int:
+    """A ``Long`` field of a log's JSON line (absent: 0, the case classes' default), as Spark reads it."""
+    if name not in obj:
+        return 0
+    value = java_long(obj[name])
+    if value is None:
+        raise FormatError(
+            path, line.offset, f"a number for {name}", preview(json.dumps(obj[name])), kind="no-usable-value"
+        )
+    return value
+
+
 def parse_version(path: str, line: Line | None, max_known: int) -> int:
     """Parse the ``v<N>`` header. Raises FormatError(kind='malformed-version') or
     UnsupportedVersion when N is above what this format knows."""
     if line is None:
         raise FormatError(path, 0, "a version line 'v<N>'", "an empty file", kind="empty")
     text = line.data.strip()
-    ok = text.startswith(b"v") and text[1:].isdigit() and int(text[1:]) > 0
+    digits = text[1:]
+    # Spark reads the number as a Java int: more digits than an int holds is a malformed line there too
+    ok = text.startswith(b"v") and digits.isdigit() and len(digits) <= 10 and 0 < int(digits) <= INT_MAX
     if not ok:
         raise FormatError(path, line.offset, "a version line 'v<N>'", preview(line.data), kind="malformed-version")
     version = int(text[1:])
@@ -69,7 +137,7 @@ def parse_json_object(path: str, line: Line, what: str) -> dict[str, Any]:
     """Parse one line as a JSON object; failures name the byte where JSON broke."""
     text = line.data.decode("utf-8", errors="replace")
     try:
-        value = json.loads(text)
+        value = loads(text)
     except json.JSONDecodeError as exc:
         kind, pos, found = json_failure(exc, text)
         raise FormatError(
@@ -85,6 +153,8 @@ def json_failure(exc: json.JSONDecodeError, text: str) -> tuple[str, int, str]:
     the value is complete is "truncated-json" (Jackson's JsonEOFException), anything else
     "invalid-json"."""
     end = len(text.rstrip())
+    if isinstance(exc, JsonTokenError):
+        return exc.kind, exc.pos, exc.token[:_PREVIEW] + ("..." if len(exc.token) > _PREVIEW else "")
     if exc.pos >= end or exc.msg.startswith("Unterminated string"):
         return "truncated-json", end, "the end of the input"
     return "invalid-json", exc.pos, preview(text[exc.pos : exc.pos + _PREVIEW])

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ckptfix.errors import FormatError
+from ckptfix.formats.text import loads
 
 # ----------------------------------------------------------------- byte layouts (little-endian)
 
@@ -345,7 +346,7 @@ def parse_schema(obj: Mapping[str, Any] | str, path: str = "<schema>") -> Struct
     if isinstance(obj, str):
         text = obj
         try:
-            obj = json.loads(text)
+            obj = loads(text)
         except json.JSONDecodeError as exc:
             raise FormatError(path, 0, f"schema JSON ({exc.msg})", text[:200], kind="invalid-json") from None
     t = parse_type(obj, path)

@@ -173,6 +173,17 @@ def _offset_metadata_empty(ckpt: Path) -> None:
     rewrite(path, "\n".join(lines))
 
 
+def _replace_latest(log: str, old: str, new: str) -> Callable[[Path], None]:
+    def apply(ckpt: Path) -> None:
+        path = latest_file(ckpt, log)
+        text = path.read_text()
+        if old not in text:
+            raise SkipCase(f"{log}/L has no {old!r}")
+        rewrite(path, text.replace(old, new, 1))
+
+    return apply
+
+
 def _relabel(log: str, header: str) -> Callable[[Path], None]:
     def apply(ckpt: Path) -> None:
         path = latest_file(ckpt, log)
@@ -488,6 +499,63 @@ _CASES = [
     DamageCase("offset_latest_v99", "stateless", _relabel("offsets", "v99"), "offsets/L header 'v99'"),
     DamageCase("commit_latest_v99", "stateless", _relabel("commits", "v99"), "commits/L header 'v99'"),
     DamageCase("commit_latest_v1_only", "stateless", _truncate("commits", "v1"), "commits/L is just 'v1'"),
+    # numbers no Spark writes (issue 16): what Spark makes of them decides what the audit must say
+    DamageCase(
+        "commit_latest_watermark_inf",
+        "stateless",
+        _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":1e999'),
+        "commits/L watermark 1e999 (overflows a double)",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "commit_latest_watermark_string",
+        "stateless",
+        _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":"123"'),
+        "commits/L watermark as a JSON string",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "commit_latest_watermark_fraction",
+        "stateless",
+        _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":1.5'),
+        "commits/L watermark 1.5",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "commit_latest_watermark_bool",
+        "stateless",
+        _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":true'),
+        "commits/L watermark true",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "commit_latest_watermark_nan",
+        "stateless",
+        _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":NaN'),
+        "commits/L watermark NaN literal",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "offset_latest_watermark_long_overflow",
+        "stateless",
+        _replace_latest("offsets", '"batchWatermarkMs":0', '"batchWatermarkMs":' + "9" * 30),
+        "offsets/L watermark of 30 digits (beyond a Java long)",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "commit_latest_watermark_huge_int",
+        "stateless",
+        _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":' + "9" * 5000),
+        "commits/L watermark of 5000 digits",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "offset_latest_version_huge",
+        "stateless",
+        _relabel("offsets", "v" + "9" * 5000),
+        "offsets/L version line of 5000 digits",
+        versions=frozenset({"4.3"}),
+    ),
     DamageCase(
         "offset_latest_void_source",
         "stateless",
