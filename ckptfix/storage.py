@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any
 from ckptfix.errors import MissingExtra, UsageError
 
 ENV_STORAGE_OPTIONS = "CKPTFIX_STORAGE_OPTIONS"
+#: ckptfix's own temp files: ``.<name>.<uuid4>.ckptfix.tmp`` next to the file being written
+OWN_TEMP = re.compile(r"^\.(?P<name>.+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.ckptfix\.tmp$")
 
 
 @dataclass(frozen=True)

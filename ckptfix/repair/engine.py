@@ -18,19 +18,25 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
+import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ckptfix.errors import CkptfixError
+from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.formats import commitlog, metadata, offsetlog, opmeta
 from ckptfix.repair.plan import Action, FileState, Plan, PlanError, loads, sha256
-from ckptfix.storage import Location
+from ckptfix.storage import OWN_TEMP, Location
 
 RUNS = "runs"
 OBJECTS = "objects"
+LOCK = "lock"
 #: test hook: the process dies (os._exit) right after this many durable writes of a run
 CRASH_ENV = "CKPTFIX_TEST_CRASH_AFTER"
 
@@ -49,6 +55,10 @@ class BackupError(CkptfixError):
 
 class JournalError(CkptfixError):
     """A run's journal cannot be read."""
+
+
+class Locked(CkptfixError):
+    """Another ckptfix run holds the checkpoint's lock."""
 
 
 class NoRun(CkptfixError):
@@ -236,7 +246,11 @@ def check_recent_writes(
     recent = [
         (now - e.mtime, p)
         for p, e in entries.items()
-        if e.mtime is not None and p.startswith(WATCHED) and not e.is_dir and p not in ignore
+        if e.mtime is not None
+        and p.startswith(WATCHED)
+        and not e.is_dir
+        and p not in ignore
+        and not OWN_TEMP.match(posixpath.basename(p))  # ckptfix's own, not a running query's
     ]
     young = [x for x in recent if x[0] < idle_seconds]
     if young:
@@ -245,6 +259,141 @@ def check_recent_writes(
             f"{ckpt.display(path)}: expected no write in the last {idle_seconds:.0f} s, found one {max(age, 0):.0f} s "
             "ago: is the query running? (wait, or --force / --idle-seconds)"
         )
+
+
+# -- before the first write -------------------------------------------------------------------
+#: what a written file must parse as, by its path
+_FORMATS: tuple[tuple[re.Pattern[str], Callable[[bytes, str], Any]], ...] = (
+    (re.compile(r"offsets/[0-9]+"), offsetlog.parse),
+    (re.compile(r"commits/[0-9]+"), commitlog.parse),
+    (re.compile(r"metadata"), metadata.parse),
+    (re.compile(r"state/[0-9]+/_metadata/(metadata|v2/[0-9]+)"), opmeta.parse),
+)
+
+
+def validate(plan: Plan, ckpt: Location, backup: Location) -> None:
+    """Refuse a plan that cannot be carried out safely, before anything is written: one action per path,
+    paths inside the checkpoint and outside the backup store, ``metadata`` never deleted, the checkpoint's
+    query id the plan's, and every written log file parsing as the format its path says."""
+    seen: set[str] = set()
+    backup_rel = _inside_rel(backup.url, ckpt.url)
+    for i, a in enumerate(plan.actions):
+        where = f"plan action {i} ({a.op} {a.path})"
+        if not a.path or a.path.startswith("/") or ".." in a.path.split("/") or "\\" in a.path:
+            raise PlanError(f"{where}: expected a path inside the checkpoint, found {a.path!r}")
+        if a.path in seen:
+            raise PlanError(f"{where}: expected one action per path, found a second one for {a.path}")
+        seen.add(a.path)
+        if backup_rel is not None and (a.path == backup_rel or a.path.startswith(backup_rel + "/")):
+            raise PlanError(f"{where}: expected a checkpoint file, found a path in the backup store {backup.url}")
+        if a.op == "delete" and a.path == "metadata":
+            raise PlanError(f"{where}: the query's metadata file is never deleted (it holds the query id)")
+        if a.op == "write":
+            for pattern, parse in _FORMATS:
+                if pattern.fullmatch(a.path):
+                    try:
+                        parse(a.content or b"", f"{where}: the new {a.path}")
+                    except FormatError as exc:
+                        raise PlanError(f"{exc}: the plan would write a file Spark cannot read") from None
+    if plan.query_id is not None:
+        current = ckpt.read_if_exists("metadata")
+        if current is not None:
+            try:
+                found = metadata.parse(current, ckpt.display("metadata")).id
+            except FormatError:
+                found = None  # a damaged metadata file: the plan may be the one that repairs it
+            if found is not None and found != plan.query_id:
+                raise PlanError(
+                    f"{ckpt.display('metadata')}: expected query id {plan.query_id} (the plan's), found {found}: "
+                    "the plan was made for another query's checkpoint"
+                )
+
+
+def _inside_rel(child: str, parent: str) -> str | None:
+    base = parent.rstrip("/") + "/"
+    return child[len(base) :].rstrip("/") if child.startswith(base) else None
+
+
+def clean_own_temps(ckpt: Location, plan: Plan, say: Observer) -> None:
+    """Remove the temp files a killed ckptfix write left next to the plan's files (recognisable by name:
+    ``.<name>.<uuid>.ckptfix.tmp``); nothing else is touched."""
+    targets: dict[str, set[str]] = {}
+    for a in plan.actions:
+        directory, name = posixpath.split(a.path)
+        targets.setdefault(directory, set()).add(name)
+    for directory, names in sorted(targets.items()):
+        try:
+            entries = ckpt.list_tree(directory) if directory else ckpt.list_tree()
+        except FileNotFoundError:
+            continue
+        for rel, entry in sorted(entries.items()):
+            parent, base = posixpath.split(rel)
+            m = OWN_TEMP.match(base)
+            if entry.is_dir or parent != directory or m is None or m.group("name") not in names:
+                continue
+            ckpt.delete(rel)
+            say(f"removed {rel}, left by an interrupted ckptfix write")
+
+
+@contextmanager
+def locked(backup: Location, command: str) -> Iterator[None]:
+    """One ckptfix run at a time per checkpoint: a create-only lock file in the backup store (a conditional
+    PUT on S3) naming its owner. A lock whose owner died on this host (a killed run) is taken over."""
+    me = {"command": command, "pid": os.getpid(), "host": socket.gethostname(), "started_at": _now()}
+    body = json.dumps(me).encode()
+    for _ in range(2):
+        try:
+            backup.create_exclusive(LOCK, body)
+            break
+        except FileExistsError:
+            held = _lock_owner(backup)
+            if held is not None and held.get("host") == me["host"] and not _alive(held.get("pid")):
+                backup.delete(LOCK)  # its owner was killed: recovery takes over
+                continue
+            raise Locked(_lock_message(backup, held)) from None
+    else:
+        raise Locked(_lock_message(backup, _lock_owner(backup)))
+    try:
+        yield
+    finally:
+        with suppress(FileNotFoundError):
+            backup.delete(LOCK)
+
+
+def _lock_owner(backup: Location) -> dict[str, Any] | None:
+    data = backup.read_if_exists(LOCK)
+    try:
+        owner = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return True  # cannot tell: treat as alive
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _lock_message(backup: Location, held: dict[str, Any] | None) -> str:
+    where = backup.display(LOCK)
+    if held is None:
+        return f"{where}: expected no lock, found an unreadable one: if no ckptfix is running, remove it"
+    started = str(held.get("started_at", "?"))
+    try:
+        age = f", {time.time() - datetime.fromisoformat(started).timestamp():.0f} s ago"
+    except ValueError:
+        age = ""
+    return (
+        f"{where}: another ckptfix run holds this checkpoint ({held.get('command')}, pid {held.get('pid')} on "
+        f"{held.get('host')}, since {started}{age}); wait for it, or remove the lock file if it is gone"
+    )
 
 
 # -- apply / resume / undo -------------------------------------------------------------------
@@ -273,9 +422,16 @@ def apply(
     say = progress or (lambda _m: None)
     if plan.empty:
         raise PlanError("the plan has no actions: nothing to apply")
+    validate(plan, ckpt, backup)
     if not force:
         check_idle(ckpt, plan, idle_seconds)
-    now = current_states(ckpt, plan.actions)
+    check_preconditions(ckpt, plan, current_states(ckpt, plan.actions))  # refuse before creating anything
+    with locked(backup, "apply"):
+        return _apply(plan, ckpt, backup, say)
+
+
+def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
+    now = current_states(ckpt, plan.actions)  # again, under the lock: another run may have just finished
     check_preconditions(ckpt, plan, now)
     runs = Runs(backup)
     run_id = runs.new_run(plan)
@@ -337,7 +493,12 @@ def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
 
 
 def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
-    """Finish an interrupted apply."""
+    """Finish an interrupted apply (its stray temp files removed first)."""
+    with locked(backup, "apply --resume"):
+        return _resume(ckpt, backup, run_id, progress or (lambda _m: None))
+
+
+def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Observer) -> str:
     runs = Runs(backup)
     # the crash may have come after the last journal line: then the newest run is complete
     run_id = run_id or latest_run(runs, ("incomplete", "complete"), in_order=True)
@@ -348,6 +509,7 @@ def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress
         raise PlanError(f"run {run_id} is {info.status}; only an interrupted run can be resumed")
     plan = runs.plan_of(run_id)
     _same_checkpoint(plan, ckpt)
+    clean_own_temps(ckpt, plan, say)
     for a in plan.actions:  # a crash during the backup phase: back up what is still original
         data = ckpt.read_if_exists(a.path)
         state = FileState.of(data)
@@ -357,7 +519,7 @@ def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress
             expected = f"{a.before.describe()} or {a.after.describe()}"
             raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {state.describe()}")
     runs.journal(run_id, "resume")
-    _run_steps(runs, run_id, plan, ckpt, progress or (lambda _m: None))
+    _run_steps(runs, run_id, plan, ckpt, say)
     runs.journal(run_id, "complete")
     return run_id
 
@@ -373,7 +535,11 @@ def undo(
 ) -> str:
     """Restore every file a run touched, byte for byte, after checking it still holds what
     the run wrote (or is still untouched). Nothing changes if any check fails."""
-    say = progress or (lambda _m: None)
+    with locked(backup, "undo"):
+        return _undo(ckpt, backup, run_id, progress or (lambda _m: None), force, idle_seconds)
+
+
+def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Observer, force: bool, idle_seconds: float) -> str:
     runs = Runs(backup)
     run_id = run_id or latest_run(runs, ("complete", "incomplete", "undo-incomplete"))
     info = runs.info(run_id)
@@ -381,6 +547,7 @@ def undo(
         raise PlanError(f"run {run_id} is already undone")
     plan = runs.plan_of(run_id)
     _same_checkpoint(plan, ckpt)
+    clean_own_temps(ckpt, plan, say)  # a killed run's temp files are ckptfix's, not a live query's
     if not force:  # the run's own fresh writes do not count as a live query
         touched = frozenset(a.path for a in plan.actions)
         check_recent_writes(ckpt, ckpt.list_tree(), idle_seconds, touched)

@@ -1,0 +1,143 @@
+"""The repair engine refuses unsafe plans before the first write, takes a lock, and cleans its own temp
+files on recovery (issue 16 #3, #4, #5). Plans are made by ckptfix's planner for a real checkpoint Spark wrote
+(samples/async-sparse: "batch 30 doesn't exist"), then altered the way a hand-edited or buggy plan would be."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ckptfix.repair import engine
+from ckptfix.repair.plan import Action, FileState, Plan, PlanError
+from ckptfix.repair.planning import plan_repair
+from ckptfix.storage import Location
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "async-sparse"
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Location, Location, Plan]:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    plan, _, unfixed = plan_repair(str(ckpt))
+    assert not unfixed and len(plan.actions) >= 1
+    return ckpt, Location(str(ckpt)), Location(str(tmp_path / "backup")), plan
+
+
+def refused(plan: Plan, ckpt: Path, loc: Location, backup: Location, match: str) -> None:
+    before = tree(ckpt)
+    with pytest.raises(PlanError, match=match):
+        engine.apply(plan, loc, backup, force=True)
+    assert tree(ckpt) == before
+    assert not Path(backup.url).exists() or not list(Path(backup.url).rglob("plan.json"))
+
+
+def test_two_actions_on_one_path(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, backup, plan = setup
+    twice = dataclasses.replace(plan, actions=(*plan.actions, plan.actions[0]))
+    refused(twice, ckpt, loc, backup, "one action per path")
+
+
+def test_never_delete_metadata(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, backup, plan = setup
+    data = (ckpt / "metadata").read_bytes()
+    delete = Action("delete", "metadata", FileState.of(data), reason="hand-made")
+    refused(dataclasses.replace(plan, actions=(*plan.actions, delete)), ckpt, loc, backup, "never deleted")
+
+
+def test_written_offsets_must_parse(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, backup, plan = setup
+    bad = [
+        dataclasses.replace(a, content=b"v1\n{not json") if a.path.startswith("offsets/") else a for a in plan.actions
+    ]
+    assert bad != list(plan.actions)
+    refused(dataclasses.replace(plan, actions=tuple(bad)), ckpt, loc, backup, "Spark cannot read")
+
+
+def test_plan_of_another_query(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, backup, plan = setup
+    refused(dataclasses.replace(plan, query_id=str(uuid.uuid4())), ckpt, loc, backup, "another query")
+
+
+def test_nothing_in_the_backup_store(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, _, plan = setup
+    inside = Location(str(ckpt / "_ckptfix"))  # the default backup location
+    sneaky = Action("write", "_ckptfix/objects/x", FileState(False), b"x", reason="hand-made")
+    refused(dataclasses.replace(plan, actions=(*plan.actions, sneaky)), ckpt, loc, inside, "backup store")
+
+
+HOLDER = r"""
+import sys, time
+from ckptfix.repair import engine
+from ckptfix.storage import Location
+with engine.locked(Location(sys.argv[1]), "apply"):
+    print("HELD", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_second_run_says_who_holds_the_lock(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, backup, plan = setup
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, backup.url], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "HELD"
+        before = tree(ckpt)
+        with pytest.raises(engine.Locked, match=f"pid {holder.pid} on {socket.gethostname()}"):
+            engine.apply(plan, loc, backup, force=True)
+        assert tree(ckpt) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    # its owner was killed: the lock is stale and the next run takes it over
+    run_id = engine.apply(plan, loc, backup, force=True)
+    assert engine.Runs(backup).info(run_id).status == "complete"
+    assert not (Path(backup.url) / engine.LOCK).exists()
+
+
+def test_recovery_removes_own_temp_files(setup: tuple[Path, Location, Location, Plan]) -> None:
+    ckpt, loc, backup, plan = setup
+    before = tree(ckpt)
+    env = {**os.environ, engine.CRASH_ENV: "3"}  # killed after the plan, the start line and one backup
+    code = (
+        "import sys; from ckptfix.repair import engine, plan as P; from ckptfix.storage import Location\n"
+        "p = P.loads(open(sys.argv[1]).read())\n"
+        "engine.apply(p, Location(sys.argv[2]), Location(sys.argv[3]), force=True)\n"
+    )
+    plan_file = Path(backup.url).parent / "plan.json"
+    plan_file.write_text(plan.dumps())
+    proc = subprocess.run([sys.executable, "-c", code, str(plan_file), loc.url, backup.url], env=env, cwd=ROOT)
+    assert proc.returncode == 137
+    # what a kill between a temp file's fsync and its rename leaves next to a file the plan writes
+    target = ckpt / plan.actions[0].path
+    stray = target.parent / f".{target.name}.{uuid.uuid4()}.ckptfix.tmp"
+    stray.write_bytes(b"partial")
+    other = target.parent / ".unrelated.tmp"  # not ckptfix's: left alone
+    other.write_bytes(b"x")
+    run_id = engine.resume(loc, backup)
+    assert not stray.exists() and other.exists()
+    assert engine.Runs(backup).info(run_id).status == "complete"
+    other.unlink()
+    stray.write_bytes(b"partial")  # a killed undo of an earlier attempt may leave one too
+    engine.undo(loc, backup, run_id)
+    assert tree(ckpt) == before
+    lock = (
+        json.loads((Path(backup.url) / engine.LOCK).read_text()) if (Path(backup.url) / engine.LOCK).exists() else None
+    )
+    assert lock is None
