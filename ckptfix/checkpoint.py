@@ -194,7 +194,10 @@ def _index_store_entry(store: StoreDir, rest: list[str], path: str, entry: Entry
         return
     name = rest[-1]
     if rest[0] == "SSTs":
-        if not name.startswith("."):
+        target = layout.hadoop_crc_target(name)
+        if target is not None:
+            store.hadoop_crc[target] = path  # Hadoop's sidecar of an SST (local file systems)
+        elif not name.startswith("."):
             store.ssts[name] = entry
         return
     if rest[0] == "_metadata":

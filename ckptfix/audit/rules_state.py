@@ -10,8 +10,9 @@ lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
@@ -20,7 +21,7 @@ from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import RULES, check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
-from ckptfix.formats import codec, filechecksum, opmeta, rocksdbzip, statefile
+from ckptfix.formats import codec, filechecksum, hadoopcrc, opmeta, rocksdbzip, statefile
 
 SHUFFLE = "spark.sql.shuffle.partitions"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -80,6 +81,18 @@ SST_MISSING = define(
     "RocksDB zips hold only metadata; the SST files in SSTs/ hold the data and must match the listed sizes.",
     "Restore the SST from a backup, or load an older zip plus changelogs (`ckptfix state rebuild`).",
 )
+SST_CORRUPT = define(
+    "STATE-SST-CORRUPT",
+    "error",
+    "An SST file of the restart's state is damaged",
+    "Spark loads a RocksDB store without verifying its SSTs (PySpark 4.3.0 restarted a checkpoint with one "
+    "flipped SST byte and computed that batch correctly) and reads only the blocks a batch needs: a batch that "
+    "reads the damaged block fails, at the restart or much later. On a local file system the audit compares each "
+    "SST with its Hadoop .crc sidecar; audit --deep opens the database with RocksDB and reads every key, which "
+    "verifies every block's checksum (the only check on object stores).",
+    "Load an older zip plus changelogs (`ckptfix state rebuild`), restore the SST from a backup, or roll back "
+    "(`ckptfix rollback`).",
+)
 CHECKSUM = define(
     "STATE-CHECKSUM-MISMATCH",
     "error",
@@ -127,6 +140,7 @@ class Problem:
     evidence: tuple[Evidence, ...]
     spark_error: SparkError | None
     severity: str | None = None
+    undecided: bool = False
 
 
 UNVERIFIABLE = ("unknown-codec", "missing-extra")
@@ -180,10 +194,37 @@ class StoreCheck:
     def has(self, version: int, kind: str, uid: str | None = None) -> bool:
         return (kind, version, uid) in self.store.files
 
+    def hadoop_mismatch(self, rel: str, data: bytes) -> tuple[int, str] | None:
+        """(offset, sidecar) where a file differs from its Hadoop ``.<name>.crc`` (written on local file
+        systems; a copy in an object store may carry them along, and they are compared there too)."""
+        crc_rel = self.store.hadoop_crc.get(rel.rsplit("/", 1)[-1])
+        if crc_rel is None:
+            return None
+        try:
+            crc = hadoopcrc.parse(self.ctx.ckpt.read(crc_rel), self.display(crc_rel))
+        except FormatError:
+            return None  # an unreadable sidecar: Hadoop ignores it too
+        at = hadoopcrc.first_mismatch(crc, data)
+        return None if at is None else (at, crc_rel)
+
+    def hadoop_crc(self, rel: str, data: bytes) -> None:
+        """Spark reads a RocksDB zip through Hadoop's local ChecksumFileSystem, which verifies its sidecar
+        (3.5.9: "Checksum error: file:<...>/4.zip at 2560"); deltas, snapshots, changelogs and SSTs are read
+        without that check (4.3 restarted with a flipped SST byte, 3.5-4.2 report a flipped snapshot byte as
+        lz4's "Stream is corrupted"), so only a zip's mismatch is a restart failure."""
+        if not rel.endswith(".zip"):
+            return
+        found = self.hadoop_mismatch(rel, data)
+        if found is not None:
+            at, crc_rel = found
+            raise _ChecksumFailure(rel, f"bytes from offset {at} differ from its Hadoop sidecar {crc_rel}", at)
+
     def read_verified(self, rel: str, kind: str) -> FormatError | None:
-        """Check the sidecar checksum (4.x) and the file's own framing."""
+        """Check the sidecar checksums (Hadoop's on local file systems, 4.x's JSON ones) and the file's own
+        framing."""
         ck = self.ctx.ckpt
         data = ck.read(rel)
+        self.hadoop_crc(rel, data)
         name = rel.rsplit("/", 1)[-1]
         sidecar = self.store.checksums.get(name)
         if sidecar is not None:
@@ -257,10 +298,12 @@ class StoreCheck:
         rel = self.rel(version, "zip", uid)
         ck = self.ctx.ckpt
         try:
-            exc = self.read_verified(rel, "zip")  # the 4.x checksum sidecar, then the zip itself
+            exc = self.read_verified(rel, "zip")  # the checksum sidecars, then the zip itself
             if exc is not None:
                 raise exc
             parsed = rocksdbzip.parse(ck.read(rel), self.display(rel))
+        except _ChecksumFailure as cf:
+            return cf.problem(self)  # a zip Spark cannot load: 4.2+ fall back to an older one
         except FormatError as exc:
             return Problem(
                 FILE_CORRUPT.id,
@@ -271,6 +314,19 @@ class StoreCheck:
         for sst in parsed.metadata.sst_files:
             entry = self.store.ssts.get(sst.dfs_sst_file_name)
             sst_rel = f"{self.store.rel}/SSTs/{sst.dfs_sst_file_name}"
+            name = sst.dfs_sst_file_name
+            if entry is not None and entry.size == sst.size_bytes and name in self.store.hadoop_crc:
+                damaged = self.hadoop_mismatch(sst_rel, ck.location.read(sst_rel))
+                if damaged is not None:  # Spark loads it anyway: a finding, not a broken chain
+                    self.notes.append(
+                        Problem(
+                            SST_CORRUPT.id,
+                            f"{sst_rel} differs from its Hadoop sidecar {damaged[1]} from byte {damaged[0]} on: "
+                            "Spark loads it, and a batch that reads the damaged block fails",
+                            (Evidence(self.display(sst_rel), damaged[0], f"the bytes {damaged[1]} covers", "others"),),
+                            None,
+                        )
+                    )
             if entry is None:
                 return Problem(
                     SST_MISSING.id,
@@ -285,6 +341,42 @@ class StoreCheck:
                     (Evidence(self.display(sst_rel), expected=f"{sst.size_bytes} bytes", found=f"{entry.size} bytes"),),
                     SparkError(None, None, sst.dfs_sst_file_name),
                 )
+        if self.ctx.deep and not any(n.rule == SST_CORRUPT.id for n in self.notes):
+            unreadable = self.sst_contents(rel, parsed.metadata.sst_files)
+            if unreadable is not None:
+                self.notes.append(unreadable)
+        return None
+
+    def sst_contents(self, zip_rel: str, ssts: Sequence[Any]) -> Problem | None:
+        """--deep: open the zip's database with RocksDB and read every key, so RocksDB checks every block's
+        checksum. Spark reads only the blocks a batch needs, so whether (and when) the restart fails on a
+        damaged block the files cannot tell: the finding leaves the verdict unknown."""
+        from ckptfix.state import rocks  # the RocksDB reader (rocksdict); state is this layer's sibling
+
+        ck = self.ctx.ckpt
+
+        def loader(name: str) -> Callable[[], bytes]:
+            return lambda: ck.location.read(f"{self.store.rel}/SSTs/{name}")
+
+        sources: dict[str, bytes | Callable[[], bytes]] = {
+            s.dfs_sst_file_name: loader(s.dfs_sst_file_name) for s in ssts
+        }
+        try:
+            with rocks.RocksSnapshot.materialize(
+                ck.read(zip_rel), self.display(zip_rel), sources, merge_delimiter=rocks.merge_delimiter(self.ctx.conf)
+            ) as snap:
+                snap.count()
+        except MissingExtra:
+            self.skipped.append(f"{zip_rel}: SST contents not verified (needs ckptfix[rocksdb])")
+            return None
+        except FormatError as exc:
+            return Problem(
+                SST_CORRUPT.id,
+                f"{exc.path} fails RocksDB's block checksum verification ({exc.found}): Spark loads it, and a "
+                "batch that reads the damaged block fails",
+                (Evidence(exc.path, exc.offset, exc.expected, exc.found),),
+                None,
+            )
         return None
 
     def rocksdb_chain(self, base: int, base_uid: str | None, steps: Sequence[tuple[int, str | None]]) -> Problem | None:
@@ -390,15 +482,16 @@ class StoreCheck:
 
 
 class _ChecksumFailure(Exception):
-    def __init__(self, rel: str, why: str) -> None:
-        self.rel, self.why = rel, why
+    def __init__(self, rel: str, why: str, hadoop_offset: int | None = None) -> None:
+        self.rel, self.why, self.hadoop_offset = rel, why, hadoop_offset
 
     def problem(self, sc: StoreCheck) -> Problem:
+        at = self.hadoop_offset
         return Problem(
             CHECKSUM.id,
             f"{self.rel}: {self.why}",
-            (Evidence(sc.display(self.rel), found=self.why),),
-            E.checksum_failed(self.rel),
+            (Evidence(sc.display(self.rel), at, found=self.why),),
+            E.checksum_failed(self.rel) if at is None else E.hadoop_checksum(self.rel, at),
         )
 
 
@@ -538,6 +631,7 @@ def _as_finding(problem: Problem, stage: int | None = None) -> Finding:
         severity=problem.severity,
         spark_error=problem.spark_error,
         stage=stage if problem.spark_error else None,
+        undecided=problem.undecided,
     )
 
 

@@ -192,6 +192,12 @@ def corrupt_stream(kind: str) -> SparkError:
     return SparkError("java.io.IOException", None, "Stream is corrupted")
 
 
+def hadoop_checksum(rel: str, offset: int) -> SparkError:
+    """Hadoop's local ChecksumFileSystem verifies ``.<name>.crc`` on every read (3.5.9: "Checksum error:
+    file:<path>/4.zip at 2560 exp: ... got: ..." for one flipped byte of a RocksDB zip)."""
+    return SparkError("org.apache.hadoop.fs.ChecksumException", None, f"{rel} at {offset}")
+
+
 def checksum_failed(rel: str) -> SparkError:
     return SparkError(
         "org.apache.spark.SparkException",

@@ -240,6 +240,9 @@ def ls(
                 for span, path in p.unloadable.items():
                     label = "versions" if "-" in span else "version"
                     say(f"    {label} {span} cannot load: {path} is missing")
+                for span, why in p.broken.items():
+                    label = "versions" if "-" in span else "version"
+                    say(f"    {label} {span} cannot load: {why}")
     if not listing.ok:
         raise typer.Exit(1)
 

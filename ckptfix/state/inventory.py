@@ -14,9 +14,9 @@ from typing import Any
 
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
-from ckptfix.formats import rocksdbzip
+from ckptfix.formats import hadoopcrc, rocksdbzip
 from ckptfix.state import chain as chains
-from ckptfix.state import records
+from ckptfix.state import records, rocks
 from ckptfix.state.read import select, store_chain
 
 
@@ -31,6 +31,8 @@ class StoreStatus:
     problem: str | None = None  # why ``target`` cannot be loaded
     #: unloadable version ranges with the first file each is missing, e.g. {"1-3": "state/0/0/2.delta"}
     unloadable: dict[str, str] = field(default_factory=dict)
+    #: with ``verify``: version ranges whose files are all there but one is damaged -> the first problem
+    broken: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +45,7 @@ class StoreStatus:
             "ok": self.problem is None,
             "problem": self.problem,
             "unloadable": self.unloadable,
+            "broken": self.broken,
         }
 
 
@@ -153,10 +156,21 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
         loadable = [v for v in versions if _loads(sel, store, v)]
     else:
         loadable = chains.loadable_versions(store, sel.provider) if sel.provider in chains.SNAPSHOT_KIND else []
+    broken: dict[int, str] = {}
+    if verify:  # every byte of every version it calls loadable: one damaged file unloads the versions using it
+        checked: dict[str, str | None] = {}
+        for v in loadable:
+            problem = _chain_problem(sel, store, v, checked)
+            if problem is not None:
+                broken[v] = problem
+        loadable = [v for v in loadable if v not in broken]
     status = StoreStatus(store.partition, store.store, versions, loadable, sel.version)
     missing = [v for v in range(1, max(versions, default=0) + 1) if v not in set(loadable)]
     for span in ranges(missing).split(",") if missing else []:
         first = int(span.split("-")[0])
+        if first in broken:
+            status.broken[span] = broken[first]
+            continue
         try:
             store_chain(sel, store, first)
         except FormatError as exc:
@@ -165,7 +179,7 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
         chain = store_chain(sel, store)
         status.chain = chain.describe()
         if verify:
-            for problem in _verify(sel, chain):
+            for problem in _verify(sel, chain, {}):
                 status.problem = problem
                 break
     except FormatError as exc:
@@ -181,24 +195,79 @@ def _loads(sel: Any, store: Any, version: int) -> bool:
         return False
 
 
-def _verify(sel: Any, chain: chains.Chain) -> Iterator[str]:
-    ckpt = sel.ckpt
+def _chain_problem(sel: Any, store: Any, version: int, checked: dict[str, str | None]) -> str | None:
+    try:
+        chain = store_chain(sel, store, version)
+    except FormatError as exc:
+        return str(exc)
+    return next(_verify(sel, chain, checked), None)
+
+
+def _verify(sel: Any, chain: chains.Chain, checked: dict[str, str | None]) -> Iterator[str]:
+    """Problems of a chain's files, each file verified once (``checked`` caches across chains)."""
     for step in chain.files:
-        try:
-            if step.kind == "zip":
-                data = records.read_file(ckpt, step, chain.store.checksums)
-                meta = rocksdbzip.parse(data, ckpt.display(step.rel)).metadata
-                for sst in meta.sst_files:
-                    entry = chain.store.ssts.get(sst.dfs_sst_file_name)
-                    rel = f"{chain.store.rel}/SSTs/{sst.dfs_sst_file_name}"
-                    if entry is None:
-                        yield f"{ckpt.display(rel)}: missing; {step.name} lists it"
-                    elif entry.size != sst.size_bytes:
-                        yield f"{ckpt.display(rel)}: {entry.size} bytes; {step.name} lists {sst.size_bytes}"
-            else:
-                records.file_records(ckpt, step, sel.codec, chain.store.checksums)  # checks it all
-        except FormatError as exc:
-            yield str(exc)
+        if step.rel not in checked:
+            checked[step.rel] = _file_problem(sel, chain.store, step)
+        if checked[step.rel] is not None:
+            yield str(checked[step.rel])
+
+
+def _hadoop_crc(ckpt: Checkpoint, store: Any, rel: str, data: bytes) -> str | None:
+    """A zip or SST that differs from its Hadoop ``.<name>.crc`` (local file systems): Spark verifies a zip's
+    on load; an SST's bytes are no longer what Spark wrote. (Deltas, snapshots and changelogs carry lz4 block
+    checksums, checked when they are decoded.)"""
+    crc_rel = store.hadoop_crc.get(rel.rsplit("/", 1)[-1])
+    if crc_rel is None:
+        return None
+    try:
+        crc = hadoopcrc.parse(ckpt.location.read(crc_rel), ckpt.display(crc_rel))
+    except FormatError:
+        return None
+    at = hadoopcrc.first_mismatch(crc, data)
+    return (
+        None if at is None else f"{ckpt.display(rel)}: at byte {at}: expected the bytes {crc_rel} covers, found others"
+    )
+
+
+def _delimiter(sel: Any) -> bytes:
+    found = sel.delimiter
+    return rocks.MERGE_DELIMITERS[rocks.MERGE_OPERATOR_VERSION_ABSENT] if found is None else found
+
+
+def _file_problem(sel: Any, store: Any, step: chains.Step) -> str | None:
+    """Every byte of one state file: its checksum sidecars, its framing decoded to the end, and for a RocksDB
+    zip its CRCs, its SSTs (present, listed size, sidecars) and every block of the database it makes."""
+    ckpt = sel.ckpt
+    try:
+        data = records.read_file(ckpt, step, store.checksums)  # the 4.x JSON sidecar
+        if step.kind != "zip":
+            for _ in records.file_records(ckpt, step, sel.codec, store.checksums):  # decodes it all
+                pass
+            return None
+        bad = _hadoop_crc(ckpt, store, step.rel, data)
+        if bad is not None:
+            return bad
+        meta = rocksdbzip.parse(data, ckpt.display(step.rel)).metadata  # zip CRCs
+        sources: dict[str, Any] = {}
+        for sst in meta.sst_files:
+            entry = store.ssts.get(sst.dfs_sst_file_name)
+            rel = f"{store.rel}/SSTs/{sst.dfs_sst_file_name}"
+            if entry is None:
+                return f"{ckpt.display(rel)}: missing; {step.name} lists it"
+            if entry.size != sst.size_bytes:
+                return f"{ckpt.display(rel)}: {entry.size} bytes; {step.name} lists {sst.size_bytes}"
+            sst_bytes = ckpt.location.read(rel)
+            bad = _hadoop_crc(ckpt, store, rel, sst_bytes)
+            if bad is not None:
+                return bad
+            sources[sst.dfs_sst_file_name] = sst_bytes
+        with rocks.RocksSnapshot.materialize(
+            data, ckpt.display(step.rel), sources, merge_delimiter=_delimiter(sel)
+        ) as snap:
+            snap.count()  # RocksDB verifies every block's checksum
+        return None
+    except FormatError as exc:
+        return str(exc)
 
 
 __all__ = ["StateListing", "list_state", "ranges"]

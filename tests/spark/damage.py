@@ -413,6 +413,34 @@ def _zip_ssts(zip_path: Path) -> list[str]:
     return [f["dfsSstFileName"] for f in meta.get("sstFiles", [])]
 
 
+def _rocksdb_sst_flipped(ckpt: Path) -> None:
+    """One flipped byte, size unchanged, in an SST that the zip the restart loads lists (partition 0); the SST's
+    Hadoop .crc sidecar stays as Spark wrote it."""
+    part = state_partitions(ckpt)[0]
+    zips = versions_with(part, "zip")
+    if not zips:
+        raise SkipCase("no RocksDB zip")
+    ssts = _zip_ssts(part / f"{zips[-1]}.zip")
+    if not ssts:
+        raise SkipCase("the newest zip lists no SST")
+    path = part / "SSTs" / ssts[0]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    rewrite(path, bytes(data))
+
+
+def _rocksdb_zip_flipped(ckpt: Path) -> None:
+    """One flipped byte, size unchanged, in the middle of partition 0's newest zip (its Hadoop .crc kept)."""
+    part = state_partitions(ckpt)[0]
+    zips = versions_with(part, "zip")
+    if not zips:
+        raise SkipCase("no RocksDB zip")
+    path = part / f"{zips[-1]}.zip"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    rewrite(path, bytes(data))
+
+
 def _rocksdb_sst_missing(ckpt: Path) -> None:
     """Delete the SST files that the newest zip of a partition lists."""
     for part in state_partitions(ckpt):
@@ -617,6 +645,21 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    DamageCase(
+        "rocksdb_zip_flipped_byte",
+        "agg_rocksdb_cl",
+        _rocksdb_zip_flipped,
+        "one byte flipped in partition 0's newest zip (size unchanged, Hadoop .crc kept)",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "rocksdb_sst_flipped_byte",
+        "agg_rocksdb_cl",
+        _rocksdb_sst_flipped,
+        "one byte flipped in an SST of the newest zip (size unchanged, Hadoop .crc kept)",
+        versions=frozenset({"4.3"}),
+        expect_rule="STATE-SST-CORRUPT",  # 4.3 restarts and computes the batch: the damage waits for a read
+    ),
     DamageCase(
         "state_schema_missing",
         "agg_hdfs",
