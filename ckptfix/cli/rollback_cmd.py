@@ -46,11 +46,19 @@ def rollback(
             storage_options=opts,
             sink_path=sink,
             into=into,
+            copy=do_apply,
             force=force,
             idle_seconds=idle_seconds,
         ),
     )
     plan, where = result.plan, result.checkpoint
+    if result.into is not None:
+        err().print(
+            f"dry run: --apply copies {where} to {result.into} first and rolls the copy back with this plan; "
+            "nothing was written",
+            highlight=False,
+            soft_wrap=True,
+        )
     if result.copied_from is not None:
         err().print(
             f"copied {result.copied_files} files of {result.copied_from} to {where}; the original is untouched",

@@ -62,6 +62,8 @@ class RollbackResult:
     checkpoint: str  # where the plan applies (DEST with --into)
     copied_from: str | None = None
     copied_files: int = 0
+    #: a dry run with --into: where --apply will copy the checkpoint before rolling the copy back
+    into: str | None = None
 
 
 # -- liveness -------------------------------------------------------------------------------
@@ -81,16 +83,8 @@ def copy_checkpoint(
     excluded: they belong to the original) to ``dest_url``, which must not exist or be empty.
     Returns the destination and the number of files copied."""
     dest = Location(dest_url, storage_options)
-    try:
-        existing = dest.list_tree()
-    except FileNotFoundError:
-        existing = {}
-    except NotADirectoryError:
-        raise UsageError(f"--into {dest.url}: expected a new or empty directory, found a file") from None
-    if any(not e.is_dir for e in existing.values()):
-        raise UsageError(f"--into {dest.url}: expected a new or empty directory, found {len(existing)} entries")
-    if src.url.rstrip("/") == dest.url.rstrip("/"):
-        raise UsageError("--into: expected a destination other than the checkpoint itself")
+    check_destination(dest, src)
+    dest.create_exclusive(COPY_MARKER, f"copy of {src.url} in progress\n".encode())  # first, removed last
     entries = src.list_tree()
     files = sorted(p for p, e in entries.items() if not e.is_dir and not _is_backup(p))
     for i in range(0, len(files), 64):  # concurrent reads on object stores
@@ -104,7 +98,31 @@ def copy_checkpoint(
         for rel, e in entries.items():
             if e.is_dir and not _is_backup(rel):
                 os.makedirs(dest.path(rel), exist_ok=True)
+    dest.delete(COPY_MARKER)
     return dest, len(files)
+
+
+#: in DEST while ``--into`` copies: a DEST that still has it is an interrupted copy, never a checkpoint to use
+COPY_MARKER = ".ckptfix-rollback-copy"
+
+
+def check_destination(dest: Location, src: Location) -> None:
+    """DEST must be new or empty, and not the checkpoint itself."""
+    if src.url.rstrip("/") == dest.url.rstrip("/"):
+        raise UsageError("--into: expected a destination other than the checkpoint itself")
+    try:
+        existing = dest.list_tree()
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise UsageError(f"--into {dest.url}: expected a new or empty directory, found a file") from None
+    if COPY_MARKER in existing:
+        raise UsageError(
+            f"--into {dest.url}: expected a new or empty directory, found the unfinished copy of an interrupted "
+            f"rollback ({COPY_MARKER}): remove {dest.url} and run the command again"
+        )
+    if any(not e.is_dir for e in existing.values()):
+        raise UsageError(f"--into {dest.url}: expected a new or empty directory, found {len(existing)} entries")
 
 
 def _is_backup(rel: str) -> bool:
@@ -172,10 +190,13 @@ def plan_rollback(
     storage_options: Mapping[str, Any] | None = None,
     sink_path: str | None = None,
     into: str | None = None,
+    copy: bool = False,
     force: bool = False,
     idle_seconds: float = 120,
 ) -> RollbackResult:
-    """Plan the rollback (and, with ``into``, copy the checkpoint there first and plan on the copy)."""
+    """Plan the rollback. With ``into`` and ``copy`` (the CLI's ``--apply``), copy the checkpoint there first
+    and plan on the copy; with ``into`` alone nothing is written: the plan is made on the original (its paths
+    are relative, the same on the copy) and DEST is only checked."""
     N = to_batch
     if N < 0:
         raise UsageError(f"--to-batch: expected a batch id >= 0, found {N}")
@@ -196,6 +217,10 @@ def plan_rollback(
             )
     copied_from, copied = None, 0
     ckpt = src
+    if into is not None and not copy:
+        check_destination(Location(into, storage_options), src.location)
+        plan = _plan_on(src, N, target.label, sink_path, storage_options)
+        return RollbackResult(plan, src.location.url, None, 0, into=Location(into, storage_options).url)
     if into is not None:
         # plan first on the original, so a refusal leaves DEST untouched
         _plan_on(src, N, target.label, sink_path, storage_options)

@@ -196,6 +196,33 @@ def test_into_copies_everything_and_leaves_the_original_untouched(tmp_path: Path
     assert tree(dest) == before
 
 
+def test_into_without_apply_writes_nothing(tmp_path: Path) -> None:
+    ckpt = extract("agg_rocksdb_cl", tmp_path / "src")
+    before = tree(ckpt)
+    dest = tmp_path / "copy"
+    args = ["rollback", str(ckpt), "--to-batch", "2", "--target-spark", "3.5", "--into", str(dest)]
+    dry = CliRunner().invoke(app, args)
+    assert dry.exit_code == 0, dry.output
+    assert not dest.exists() and tree(ckpt) == before
+    assert "nothing was written" in dry.stderr
+    for rel in sorted(ROCKS_TO_2)[:3]:  # the plan shown is the one --apply carries out on the copy
+        assert rel in dry.stdout
+    applied = CliRunner().invoke(app, [*args, "--apply"])
+    assert applied.exit_code == 0, applied.output
+    assert tree(dest) == {p: h for p, h in before.items() if p not in ROCKS_TO_2}
+
+
+def test_into_recognises_an_interrupted_copy(tmp_path: Path) -> None:
+    ckpt = extract("agg_hdfs", tmp_path / "src")
+    dest = tmp_path / "copy"
+    dest.mkdir()
+    (dest / ".ckptfix-rollback-copy").write_text("copy in progress\n")  # what a killed copy leaves
+    (dest / "metadata").write_bytes((ckpt / "metadata").read_bytes())
+    result = CliRunner().invoke(app, ["rollback", str(ckpt), "--to-batch", "3", "--into", str(dest), "--apply"])
+    assert result.exit_code == 2
+    assert "unfinished copy of an interrupted rollback" in result.stderr and str(dest) in result.stderr
+
+
 def test_into_refuses_a_non_empty_destination(tmp_path: Path) -> None:
     ckpt = extract("agg_hdfs", tmp_path / "src")
     dest = tmp_path / "copy"
@@ -288,7 +315,7 @@ def test_s3_rollback_undo_and_into(tmp_path: Path, s3_bucket: Any) -> None:
     assert s3_tree("ckpt") == before
 
     into = f"{s3_bucket.url}/copy"
-    copied = plan_rollback(url, 3, "3.5", storage_options=opts, force=True, into=into)
+    copied = plan_rollback(url, 3, "3.5", storage_options=opts, force=True, into=into, copy=True)
     assert copied.copied_files == len(before) and copied.checkpoint == into
     engine.apply(copied.plan, Location(into, opts), Location(engine.default_backup_url(into), opts), force=True)
     assert s3_tree("ckpt") == before
