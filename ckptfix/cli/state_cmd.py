@@ -34,8 +34,20 @@ OperatorOption = typer.Option(0, "--operator", help="Stateful operator id (state
 PartitionOption = typer.Option(None, "--partition", help="Only this partition.")
 StoreOption = typer.Option(None, "--store", help="Store name (joins: e.g. left-keyToNumValues).")
 StateVarOption = typer.Option(None, "--state-var", help="transformWithState: the state variable to read.")
-KeySchemaOption = typer.Option(None, "--key-schema", help="Key schema in Spark DDL, when none is stored.")
-ValueSchemaOption = typer.Option(None, "--value-schema", help="Value schema in Spark DDL, when none is stored.")
+KeySchemaOption = typer.Option(
+    None,
+    "--key-schema",
+    help="Key schema in Spark DDL, when none is stored. One that disagrees with a stored schema (field count or "
+    "types by position, as Spark's own schema check) is refused unless --force-schema; names may differ.",
+)
+ValueSchemaOption = typer.Option(
+    None, "--value-schema", help="Value schema in Spark DDL, when none is stored (checked like --key-schema)."
+)
+ForceSchemaOption = typer.Option(
+    False,
+    "--force-schema",
+    help="Decode with --key-schema/--value-schema even where they disagree with the stored one.",
+)
 DataFormatOption = typer.Option(DataFormat.jsonl, "--format", "-f", help="Row format: jsonl, csv or parquet.")
 EngineOption = typer.Option(
     "local", "--engine", help="local, or spark: one PySpark task per partition (SparkSession from $SPARK_MASTER)."
@@ -69,7 +81,7 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
         _fail_rows(fmt, "interrupted", "Interrupted")
 
 
-def _schemas(key_ddl: str | None, value_ddl: str | None) -> dict[str, Any]:
+def _schemas(key_ddl: str | None, value_ddl: str | None, force: bool) -> dict[str, Any]:
     if not key_ddl and not value_ddl:
         return {}
     from ckptfix.formats import ddl
@@ -77,6 +89,7 @@ def _schemas(key_ddl: str | None, value_ddl: str | None) -> dict[str, Any]:
     return {
         "key_schema": ddl.parse_ddl(key_ddl, "--key-schema") if key_ddl else None,
         "value_schema": ddl.parse_ddl(value_ddl, "--value-schema") if value_ddl else None,
+        **({"force_schema": True} if force else {}),
     }
 
 
@@ -266,6 +279,7 @@ def read(
     flatten: bool = typer.Option(True, "--flatten/--no-flatten", help="List/map state: one row per element."),
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
+    force_schema: bool = ForceSchemaOption,
     fmt: DataFormat = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
@@ -293,7 +307,7 @@ def read(
             from_snapshot=from_snapshot,
             flatten=flatten,
             storage_options=opts,
-            **_schemas(key_schema, value_schema),
+            **_schemas(key_schema, value_schema, force_schema),
         )
         return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
 
@@ -312,6 +326,7 @@ def changes(
     state_var: str | None = StateVarOption,
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
+    force_schema: bool = ForceSchemaOption,
     fmt: DataFormat = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
@@ -332,7 +347,7 @@ def changes(
             store_name=store,
             state_var=state_var,
             storage_options=opts,
-            **_schemas(key_schema, value_schema),
+            **_schemas(key_schema, value_schema, force_schema),
         )
         return result, _write(result, fmt, out_path)
 

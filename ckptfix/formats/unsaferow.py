@@ -256,6 +256,35 @@ class StructType(DataType):
         return json.dumps(self.json_value(), separators=(",", ":"))
 
 
+def same_layout(a: DataType, b: DataType) -> bool:
+    """Whether two types store values the same way: Spark's state schema check compares stored and new
+    schemas by position, ignoring field names and widening nullability (StateSchemaCompatibilityChecker); the
+    bytes do not depend on names or nullability either. Collations do not change the bytes."""
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return len(a.fields) == len(b.fields) and all(
+            same_layout(x.data_type, y.data_type) for x, y in zip(a.fields, b.fields, strict=True)
+        )
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return same_layout(a.element_type, b.element_type)
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return same_layout(a.key_type, b.key_type) and same_layout(a.value_type, b.value_type)
+    if isinstance(a, StringType) and isinstance(b, StringType):
+        return True
+    return a == b
+
+
+def simple_string(t: DataType) -> str:
+    """A type as Spark DDL, e.g. ``struct<k:string,cnt:bigint>`` (for messages)."""
+    if isinstance(t, StructType):
+        return "struct<" + ",".join(f"{f.name}:{simple_string(f.data_type)}" for f in t.fields) + ">"
+    if isinstance(t, ArrayType):
+        return f"array<{simple_string(t.element_type)}>"
+    if isinstance(t, MapType):
+        return f"map<{simple_string(t.key_type)},{simple_string(t.value_type)}>"
+    value = t.json_value()
+    return {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}.get(value, value)
+
+
 _ATOMIC: dict[str, DataType] = {
     t.json_value(): t
     for t in (

@@ -65,6 +65,8 @@ class Selection:
     key_schema: StructType | None = None
     value_schema: StructType | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    #: use key_schema/value_schema even where they disagree with the stored schema
+    force_schema: bool = False
 
     @property
     def delimiter(self) -> bytes | None:
@@ -150,6 +152,7 @@ def select(
     from_snapshot: int | None = None,
     key_schema: StructType | None = None,
     value_schema: StructType | None = None,
+    force_schema: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Selection:
     """``timers``: transformWithState's registered timers (Spark's ``readRegisteredTimers``)."""
@@ -255,6 +258,7 @@ def select(
         key_schema,
         value_schema,
         conf,
+        force_schema,
     )
 
 
@@ -313,7 +317,7 @@ def _pairs(sel: Selection, stack: ExitStack, store: StoreDir, read: StateRead) -
 
 
 def _schema(sel: Selection, name: str) -> StoreSchema:
-    return store_schema(sel.ckpt, sel.op, sel.info, name, sel.key_schema, sel.value_schema)
+    return store_schema(sel.ckpt, sel.op, sel.info, name, sel.key_schema, sel.value_schema, sel.force_schema)
 
 
 def _decodable(sel: Selection) -> None:
@@ -507,6 +511,7 @@ def read_changes(
     state_var: str | None = None,
     key_schema: StructType | None = None,
     value_schema: StructType | None = None,
+    force_schema: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> StateRead:
     """Puts and deletes per batch, as ``readChangeFeed`` with changeStartBatchId /
@@ -520,6 +525,7 @@ def read_changes(
         state_var=state_var,
         key_schema=key_schema,
         value_schema=value_schema,
+        force_schema=force_schema,
         storage_options=storage_options,
     )
     _decodable(sel)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, OperatorDir
-from ckptfix.errors import FormatError
+from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import opmeta, schema
-from ckptfix.formats.unsaferow import StructType, parse_schema
+from ckptfix.formats.unsaferow import StructType, parse_schema, same_layout, simple_string
 
 SESSION_START = "sessionStartTime"
 
@@ -156,8 +156,11 @@ def store_schema(
     store_name: str,
     key_ddl: StructType | None = None,
     value_ddl: StructType | None = None,
+    force_schema: bool = False,
 ) -> StoreSchema:
-    """The schema of one (non-transformWithState) store."""
+    """The schema of one (non-transformWithState) store. A user schema (``key_ddl``/``value_ddl``) that does
+    not lay values out like the stored one (field count and types by position, as Spark's own check) is
+    refused unless ``force_schema``: decoding with it would print garbage."""
     rel = None
     for part in sorted(op.partitions):
         store = op.partitions[part].get(store_name)
@@ -165,13 +168,31 @@ def store_schema(
             rel = store.schema
             break
     key, value, source = key_ddl, value_ddl, "--key-schema/--value-schema"
-    if rel is not None and (key is None or value is None):
+    given_both = key is not None and value is not None
+    if rel is not None and not (given_both and force_schema):
         path = ckpt.display(rel)
-        parsed = schema.parse(ckpt.read(rel), path)
+        try:
+            parsed = schema.parse(ckpt.read(rel), path)
+        except FormatError:
+            if not given_both:
+                raise
+            parsed = None  # a damaged schema file: the user's schema is what is left
+    else:
+        parsed = None
+    if parsed is not None and rel is not None:
+        path = ckpt.display(rel)
         if isinstance(parsed, schema.SchemaV3):
             raise FormatError(path, 0, "a v1/v2 store schema", "a v3 (transformWithState) schema", kind="bad-schema")
-        key = key or parse_schema(parsed.key_schema, path)
-        value = value or parse_schema(parsed.value_schema, path)
+        stored_key, stored_value = parse_schema(parsed.key_schema, path), parse_schema(parsed.value_schema, path)
+        if not force_schema:
+            for flag, given, stored in (("--key-schema", key, stored_key), ("--value-schema", value, stored_value)):
+                if given is not None and not same_layout(given, stored):
+                    raise UsageError(
+                        f"{flag} {simple_string(given)} does not match the schema stored in {path}: "
+                        f"{simple_string(stored)} (fields and types by position); decoding with it would give "
+                        "garbage. Drop the flag, or pass --force-schema to use it anyway"
+                    )
+        key, value = key or stored_key, value or stored_value
         source = path
     if key is None or value is None:
         missing = "--key-schema" if key is None else "--value-schema"
