@@ -387,7 +387,7 @@ def rebuild(
     Dry run unless --apply; undo with `ckptfix undo`. Exit 2: refused or bad input."""
     from ckptfix.audit import audit as run_audit
     from ckptfix.cli.repair_cmd import carry_out
-    from ckptfix.state.rebuild import plan_rebuild
+    from ckptfix.repair.rebuild import plan_rebuild
 
     opts = storage_options(fmt, storage_option, endpoint_url)
     result = guarded(

@@ -192,7 +192,7 @@ def plan_provider(
 
 def _spark4(conf: Mapping[str, str]) -> bool:
     """Whether a 4.x Spark wrote the checkpoint (the rule of ``state rebuild``)."""
-    from ckptfix.state.rebuild import _spark4 as written_by_4x
+    from ckptfix.repair.rebuild import written_by_spark4 as written_by_4x
 
     return written_by_4x(SimpleNamespace(conf=conf))  # type: ignore[arg-type]
 

@@ -2,7 +2,7 @@
 
 A corrupt snapshot, a zip whose SST is missing, or a base file failing its checksum sidecar:
 version N is rebuilt from the newest good snapshot before it plus the deltas/changelogs
-(:mod:`ckptfix.state.rebuild`), so Spark 3.5-4.1, which do not fall back by themselves,
+(:mod:`ckptfix.repair.rebuild`), so Spark 3.5-4.1, which do not fall back by themselves,
 restart. A damaged or missing delta/changelog has no such way around it.
 """
 
@@ -30,8 +30,8 @@ def _store_of(fc: FixContext, finding: Finding) -> StoreDir:
 
 @fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-CHECKSUM-MISMATCH")
 def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
+    from ckptfix.repair.rebuild import RULE, any_kind, rebuild_store
     from ckptfix.state.read import select
-    from ckptfix.state.rebuild import RULE, _any_kind, _rebuild_store
 
     N = fc.audit.state_version
     if not N:
@@ -45,9 +45,9 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
             version=N,
             partition=store.partition,
             store_name=store.store,
-            **_any_kind(fc.ckpt, store.operator),
+            **any_kind(fc.ckpt, store.operator),
         )
-        result = _rebuild_store(sel, store, fc.builder, prune=False, retain=None)
+        result = rebuild_store(sel, store, fc.builder, prune=False, retain=None)
     except FormatError as exc:
         fc.builder.rollback(mark)
         raise CannotFix(

@@ -18,8 +18,8 @@ from ckptfix.migrate.provider import plan_provider
 from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.planning import plan_repair
+from ckptfix.repair.rebuild import plan_rebuild
 from ckptfix.repair.rollback import plan_rollback
-from ckptfix.state.rebuild import plan_rebuild
 from ckptfix.storage import Location
 from tests.repair.test_fixes_logs import ROUND_TRIPS, extract
 from tests.support.trees import tree

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from ckptfix.cli.main import app
 from ckptfix.errors import FormatError
 from ckptfix.repair import engine
+from ckptfix.repair.rebuild import plan_rebuild
 from ckptfix.state.read import read_state
-from ckptfix.state.rebuild import plan_rebuild
 from ckptfix.storage import Location
 from tests.state.test_read_fixtures import COUNTS, FIXTURES, GIVEN, counts
 

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from ckptfix.repair import engine
-from ckptfix.state.rebuild import plan_rebuild
+from ckptfix.repair.rebuild import plan_rebuild
 from ckptfix.storage import Location
 from tests.spark.harness import await_available_now
 from tests.state import scenarios

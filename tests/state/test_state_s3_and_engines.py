@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from ckptfix.repair import engine
+from ckptfix.repair.rebuild import plan_rebuild
 from ckptfix.state.read import read_changes, read_state
-from ckptfix.state.rebuild import plan_rebuild
 from ckptfix.storage import Location
 from tests.state.test_read_fixtures import COUNTS, FIXTURES, GIVEN, LISTS, counts
 

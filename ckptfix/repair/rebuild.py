@@ -133,12 +133,12 @@ def plan_rebuild(
             batch=batch,
             partition=partition,
             store_name="default",
-            **_any_kind(ckpt, op_id),
+            **any_kind(ckpt, op_id),
         )
         for part in sel.partitions:
             for name in sorted(sel.op.partitions[part]):
                 store = sel.op.partitions[part][name]
-                stores.append(_rebuild_store(sel, store, builder, prune, retain))
+                stores.append(rebuild_store(sel, store, builder, prune, retain))
     assert sel is not None
     n = sel.version
     fix = f"{RULE}: write a snapshot of state version {n} (after batch {n - 1}) for {len(stores)} store(s)"
@@ -153,14 +153,14 @@ def plan_rebuild(
     return RebuildResult(builder.build(fix, [RULE], effects, notes), n, stores)
 
 
-def _any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
+def any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
     from ckptfix.state.schemas import operator_info
 
     info = operator_info(ckpt, ckpt.state.operators[op_id])
     return {"state_var": next(iter(info.column_families))} if info.is_tws else {}
 
 
-def _rebuild_store(
+def rebuild_store(
     sel: Selection, store: StoreDir, builder: PlanBuilder, prune: bool, retain: int | None
 ) -> StoreRebuild:
     skipped: list[str] = []
@@ -217,9 +217,9 @@ def _rocks_snapshot(
             "columnFamilyTypeMap": types,
             "maxColumnFamilyId": meta.get("maxColumnFamilyId") or max(mapping.values()),
         }
-    elif _spark4(sel):
+    elif written_by_spark4(sel):
         cf_fields = dict(rocks.NO_COLUMN_FAMILIES_4X)
-    compression = sel.conf.get(ROCKS_COMPRESSION, "lz4" if _spark4(sel) else "snappy").lower()
+    compression = sel.conf.get(ROCKS_COMPRESSION, "lz4" if written_by_spark4(sel) else "snappy").lower()
     built = rocks.build_snapshot(
         iter(content), compression=compression, column_family_fields=cf_fields, num_keys=num_keys
     )
@@ -239,7 +239,7 @@ def _rocks_snapshot(
     return StoreRebuild(store.rel, chain.describe(), len(content), written, skipped)
 
 
-def _spark4(sel: Selection) -> bool:
+def written_by_spark4(sel: Selection) -> bool:
     """Whether a 4.x Spark wrote the checkpoint (4.x-only confs in the offset log)."""
     return any(
         k in sel.conf
