@@ -122,6 +122,8 @@ class Location:
         self.fs, self.root = _fs_for(url, self.storage_options)
         self.url = url.rstrip("/") if "://" in url else os.path.abspath(url)
         self.stats = IOStats()
+        #: rel -> real path of symbolic links that leave the root (local trees; filled by :meth:`list_tree`)
+        self.outside_links: dict[str, str] = {}
 
     # -- paths -----------------------------------------------------------------------
     def path(self, rel: str) -> str:
@@ -181,7 +183,11 @@ class Location:
         return "file" in (protocol if isinstance(protocol, (tuple, list)) else (protocol,))
 
     def _walk_local(self, rel: str) -> dict[str, Entry]:
+        """Every entry below ``rel``; a symbolic link that resolves outside the root is left out (never read,
+        copied or deleted through) and recorded in :attr:`outside_links` with where it points."""
         out: dict[str, Entry] = {}
+        self.outside_links = {}
+        root = os.path.realpath(self.root)
         pending = [rel]
         while pending:
             current = pending.pop()
@@ -189,6 +195,11 @@ class Location:
                 with os.scandir(self.path(current)) as it:
                     for d in it:
                         child = f"{current}/{d.name}" if current else d.name
+                        if d.is_symlink():
+                            real = os.path.realpath(d.path)
+                            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+                                self.outside_links[child] = real
+                                continue
                         st = d.stat(follow_symlinks=True)
                         is_dir = d.is_dir(follow_symlinks=True)
                         out[child] = Entry(0 if is_dir else st.st_size, st.st_mtime, is_dir)
@@ -248,9 +259,23 @@ class Location:
                 yield piece
 
     # -- writing (the repair engine is the only caller) -----------------------------------
+    def _inside(self, rel: str) -> None:
+        """Refuse to write or delete through a symbolic link that leads out of the root (local trees)."""
+        if not self.is_local:
+            return
+        root = os.path.realpath(self.root)
+        target = self.path(rel)
+        real = os.path.realpath(target if os.path.lexists(target) else os.path.dirname(target))
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise PermissionError(
+                f"{self.display(rel)}: expected a path inside {self.url}, found a symbolic link to {real}: "
+                "ckptfix never writes or deletes through a link that leaves the checkpoint"
+            )
+
     def write_atomic(self, rel: str, data: bytes) -> None:
         """Replace or create ``rel`` so that readers see the old or the new bytes, never a mix:
         locally a temp file in the same directory, fsync, rename; on object stores one PUT."""
+        self._inside(rel)
         try:
             if self.is_local:
                 self._local_atomic(rel, data, exclusive=False)
@@ -262,6 +287,7 @@ class Location:
     def create_exclusive(self, rel: str, data: bytes) -> None:
         """Create ``rel`` with ``data``; FileExistsError if it exists (a concurrent writer).
         Locally link(2) of a complete temp file; on S3 a conditional PUT (If-None-Match)."""
+        self._inside(rel)
         try:
             if self.is_local:
                 self._local_atomic(rel, data, exclusive=True)
@@ -286,6 +312,7 @@ class Location:
             self.create_exclusive(rel, first)
             return len(first)
         written = 0
+        self._inside(rel)
         try:
             if self.is_local:
                 target = self.path(rel)
@@ -342,6 +369,7 @@ class Location:
             os.close(dir_fd)
 
     def delete(self, rel: str) -> None:
+        self._inside(rel)
         try:
             self.fs.rm_file(self.path(rel))
         except FileNotFoundError:

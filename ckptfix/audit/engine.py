@@ -8,6 +8,7 @@ from typing import Any
 from ckptfix import layout
 from ckptfix.audit import (  # noqa: F401
     rules_conf,
+    rules_links,
     rules_logs,
     rules_query,
     rules_schema,
