@@ -96,20 +96,72 @@ def s3_options(storage_options: Mapping[str, Any]) -> dict[str, Any]:
     return {"max_concurrency": 1, **storage_options}
 
 
+#: scheme -> (the fsspec package that serves it, the ckptfix extra that installs it)
+EXTRAS = {
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "s3n": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+    "az": ("adlfs", "azure"),
+    "wasb": ("adlfs", "azure"),
+    "wasbs": ("adlfs", "azure"),
+}
+#: Spark's scheme -> the fsspec protocol for the same objects
+ALIASES = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "wasb": "abfs", "wasbs": "abfs"}
+
+
 def _fs_for(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     import fsspec
 
-    protocol = url.split("://", 1)[0] if "://" in url else "file"
-    if protocol in ("s3", "s3a"):
+    if url.startswith("dbfs:"):
+        raise UsageError(
+            f"{url}: dbfs:/ is Databricks' file system, which ckptfix cannot reach from here: on a Databricks "
+            "cluster give the local mount (/dbfs/...), elsewhere copy it out first (databricks fs cp -r dbfs:/... DIR)"
+        )
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol in EXTRAS:
+        module, extra = EXTRAS[protocol]
         try:
-            import s3fs  # noqa: F401
+            __import__(module)
         except ImportError:
-            raise MissingExtra("s3fs", "s3") from None
-        if protocol == "s3a":  # Spark's scheme for the same objects
-            url = "s3://" + url.split("://", 1)[1]
+            raise MissingExtra(module, extra) from None
+    if protocol in ALIASES:
+        url = f"{ALIASES[protocol]}://" + url.split("://", 1)[1]
+    if protocol in ("s3", "s3a", "s3n"):
         storage_options = s3_options(storage_options)
-    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
+    if protocol in ("hdfs", "viewfs"):
+        _check_hadoop_client(url)
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
+    except ValueError as exc:
+        if "Protocol not known" in str(exc) or "not known" in str(exc):
+            raise UsageError(
+                f"{url}: unknown scheme '{protocol}': expected a local path, s3://, gs://, abfs(s)://, hdfs:// or "
+                "another fsspec protocol installed here"
+            ) from None
+        raise
+    except ImportError as exc:
+        raise UsageError(f"{url}: the '{protocol}' file system needs a package that is not installed: {exc}") from None
     return fs, path.rstrip("/") or "/"
+
+
+def _check_hadoop_client(url: str) -> None:
+    """hdfs:// goes through pyarrow's libhdfs, which needs a Hadoop client and a JVM; without them it prints
+    dlopen noise and fails. Say what is needed instead."""
+    try:
+        import pyarrow.fs  # noqa: F401
+    except ImportError:
+        raise MissingExtra("pyarrow", "arrow") from None
+    dirs = [os.environ.get("ARROW_LIBHDFS_DIR"), os.path.join(os.environ.get("HADOOP_HOME", ""), "lib", "native")]
+    if not any(d and os.path.exists(os.path.join(d, "libhdfs.so")) for d in dirs) or not os.environ.get("CLASSPATH"):
+        raise UsageError(
+            f"{url}: hdfs:// needs a Hadoop client here: HADOOP_HOME (or ARROW_LIBHDFS_DIR) with libhdfs.so, "
+            "JAVA_HOME, and CLASSPATH=$(hadoop classpath --glob); or copy the checkpoint out first "
+            "(hdfs dfs -get URL DIR)"
+        )
 
 
 class Location:
