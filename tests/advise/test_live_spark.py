@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.advise.helpers import run
 
 ROCKS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -57,3 +59,6 @@ def test_live_progress_events(spark: Any, tmp_path: Path) -> None:
         assert b["commit_full_ms"] == commit / partitions
         assert b["ops"][0]["waves"] == partitions  # one slot: one wave per partition
         assert b["commit_limited_ms"] == commit
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)

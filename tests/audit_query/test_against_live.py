@@ -281,3 +281,6 @@ def test_join_changes_fail_like_predicted(
     _, err = restart_copy(spark, join_base, fn, tmp_path, JOIN, ("CKPTFIX_AQ_LEFT", JOIN_FILES))
     assert err is not None and f"[{error_class}]" in err
     assert doc["verdict"]["error"]["message"] in err
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ckptfix.audit import audit
 from ckptfix.audit import versions as V
 from ckptfix.checkpoint import Checkpoint
@@ -95,3 +97,6 @@ def test_43_checkpoints_on_35(spark: Any, py35: Path, tmp_path: Path) -> None:
     # 3.5 wrote the next offset file with its own 10 keys: the checkpoint now reads as last written by 3.5
     after = V.infer(Checkpoint.open(str(v1)))
     assert after.latest is not None and after.latest.high == "3.5"
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)

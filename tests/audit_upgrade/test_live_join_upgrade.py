@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from ckptfix.audit import audit
@@ -118,3 +119,6 @@ def test_35_join_fails_on_43_as_predicted_and_restarts_exactly_after_repair(spar
     assert got == expected_pairs()
     assert max(got.values()) == 1 and len(got) == 6
     assert [(r["lid"], r["rid"]) for r in rows] == [(8, 107)]
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)

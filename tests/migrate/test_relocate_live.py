@@ -209,3 +209,6 @@ def test_moved_input_needs_the_source_log_rewrite(
     assert failure is not None and "Wrong basePath" in failure, failure
     assert str(base_in) in failure
     assert sink_batches(outs[without]) == sink_batches(base_out)  # nothing new written
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)

@@ -551,3 +551,6 @@ def test_01_async_progress_off(spark: Any, async_base: dict[str, Path], tmp_path
     write_input(paths["INPUT"], 13, 1)
     assert restart(query(spark, str(paths["INPUT"]), str(paths["OUT"])), paths["CKPT"]) is None
     _assert_at_least_once(paths["INPUT"], paths["OUT"], unrecorded)
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)

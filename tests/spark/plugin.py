@@ -78,3 +78,18 @@ def spark_bases(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callabl
         return cache[name]
 
     return get
+
+
+#: fixtures that start a JVM (the live session, or a Spark 3.5 interpreter run as a subprocess)
+SPARK_FIXTURES = frozenset({"spark", "spark_bases", "spark_version", "py35"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that starts Spark carries the ``spark`` marker, so ``-m "not spark"`` is really JVM-free."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("spark") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("tests that start Spark without @pytest.mark.spark: " + ", ".join(unmarked))

@@ -300,3 +300,6 @@ def test_predicted_reason_is_what_spark_raises(
     assert predicted.split(" (operators:", 1)[0] in raised
     if func == "stateful":
         assert (scratch / "offsets" / "0").is_file()  # what running it would have written
+
+
+pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)
