@@ -222,8 +222,21 @@ def check_preconditions(ckpt: Location, plan: Plan, now: dict[str, bytes | None]
             )
 
 
-def check_idle(ckpt: Location, plan: Plan, idle_seconds: float) -> None:
-    """Refuse a checkpoint that looks alive: recent writes, or a batch newer than the plan."""
+def own_writes(backup: Location, last: int = 20) -> frozenset[str]:
+    """The files ckptfix's own recent runs (journal in ``backup``) wrote or restored: not a running query's."""
+    runs = Runs(backup)
+    out: set[str] = set()
+    for run_id in runs.run_ids()[-last:]:
+        try:
+            out.update(a.path for a in runs.plan_of(run_id).actions)
+        except CkptfixError:
+            continue
+    return frozenset(out)
+
+
+def check_idle(ckpt: Location, plan: Plan, idle_seconds: float, ignore: frozenset[str] = frozenset()) -> None:
+    """Refuse a checkpoint that looks alive: recent writes (other than ``ignore``: ckptfix's own), or a batch
+    newer than the plan."""
     from ckptfix.checkpoint import Checkpoint
 
     entries = ckpt.list_tree()
@@ -233,7 +246,7 @@ def check_idle(ckpt: Location, plan: Plan, idle_seconds: float) -> None:
             f"{ckpt.url}: expected latest offset {plan.latest_offset} and commit {plan.latest_commit} as when planned, "
             f"found {fresh.offsets.latest} and {fresh.commits.latest}: is the query running? (--force to override)"
         )
-    check_recent_writes(ckpt, entries, idle_seconds)
+    check_recent_writes(ckpt, entries, idle_seconds, ignore)
 
 
 WATCHED = ("offsets/", "commits/", "state/", "sources/", "metadata")
@@ -255,9 +268,19 @@ def check_recent_writes(
     young = [x for x in recent if x[0] < idle_seconds]
     if young:
         age, path = min(young)
+        stamp = datetime.fromtimestamp(now - age, timezone.utc).isoformat(timespec="seconds")
+        ages = [a for a, _ in young]
+        copied = len(young) >= 3 and max(ages) - min(ages) < 2  # many files written within moments: a copy?
+        hint = (
+            f" ({len(young)} files written within {max(ages) - min(ages):.1f} s, as a copy writes them: if you just "
+            "copied it, nothing is running)"
+            if copied
+            else ""
+        )
         raise LiveQuery(
-            f"{ckpt.display(path)}: expected no write in the last {idle_seconds:.0f} s, found one {max(age, 0):.0f} s "
-            "ago: is the query running? (wait, or --force / --idle-seconds)"
+            f"{ckpt.display(path)}: expected no write in the last {idle_seconds:.0f} s, found one at {stamp} "
+            f"({max(age, 0):.0f} s ago): is the query running?{hint} Stop it and wait, or pass --force "
+            "(or --idle-seconds N) once you are sure nothing writes to this checkpoint"
         )
 
 
@@ -424,7 +447,7 @@ def apply(
         raise PlanError("the plan has no actions: nothing to apply")
     validate(plan, ckpt, backup)
     if not force:
-        check_idle(ckpt, plan, idle_seconds)
+        check_idle(ckpt, plan, idle_seconds, own_writes(backup))
     check_preconditions(ckpt, plan, current_states(ckpt, plan.actions))  # refuse before creating anything
     with locked(backup, "apply"):
         return _apply(plan, ckpt, backup, say)
@@ -548,8 +571,8 @@ def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Observer, f
     plan = runs.plan_of(run_id)
     _same_checkpoint(plan, ckpt)
     clean_own_temps(ckpt, plan, say)  # a killed run's temp files are ckptfix's, not a live query's
-    if not force:  # the run's own fresh writes do not count as a live query
-        touched = frozenset(a.path for a in plan.actions)
+    if not force:  # ckptfix's own fresh writes do not count as a live query
+        touched = frozenset(a.path for a in plan.actions) | own_writes(backup)
         check_recent_writes(ckpt, ckpt.list_tree(), idle_seconds, touched)
     todo: list[tuple[Action, bytes | None]] = []
     for a in plan.actions:

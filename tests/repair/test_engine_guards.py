@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -141,3 +142,24 @@ def test_recovery_removes_own_temp_files(setup: tuple[Path, Location, Location, 
         json.loads((Path(backup.url) / engine.LOCK).read_text()) if (Path(backup.url) / engine.LOCK).exists() else None
     )
     assert lock is None
+
+
+def age(root: Path, seconds: float = 3600) -> None:
+    then = time.time() - seconds
+    for p in root.rglob("*"):
+        os.utime(p, (then, then), follow_symlinks=False)
+
+
+def test_idle_guard_says_what_it_saw_and_knows_its_own_writes(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt, copy_function=shutil.copy)  # fresh mtimes: what `cp -r` leaves
+    plan, _, _ = plan_repair(str(ckpt))
+    loc, backup = Location(str(ckpt)), Location(str(tmp_path / "backup"))
+    with pytest.raises(engine.LiveQuery) as info:
+        engine.apply(plan, loc, backup)
+    text = str(info.value)
+    assert "s ago): is the query running?" in text and "as a copy writes them" in text and "--force" in text
+    age(ckpt)  # an idle checkpoint
+    run_id = engine.apply(plan, loc, backup)
+    # the files the run just wrote are ckptfix's own: undo right away needs no --force
+    engine.undo(loc, backup, run_id)
