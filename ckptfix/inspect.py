@@ -14,6 +14,28 @@ from ckptfix.checkpoint import Checkpoint, LogDir
 from ckptfix.errors import FormatError
 from ckptfix.formats import opmeta
 
+#: Spark's value for a conf an (old) offset log does not record: OffsetSeqMetadata.relevantSQLConfDefaultValues
+#: (4.3.0's jar), or, for confs without one, the restarting session's value (here its default)
+LEGACY_DEFAULTS = {
+    "spark.sql.streaming.multipleWatermarkPolicy": "min",
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "1",
+    "spark.sql.streaming.aggregation.stateFormatVersion": "1",
+    "spark.sql.streaming.join.stateFormatVersion": "1",
+    "spark.sql.streaming.stateStore.compression.codec": "lz4",
+    "spark.sql.streaming.statefulOperator.useStrictDistribution": "false",
+    "spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan": "true",
+    "spark.sql.streaming.stateStore.encodingFormat": "unsaferow",
+    "spark.sql.streaming.stateStore.rowChecksum.enabled": "false",
+    "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion": "1",
+}
+SESSION_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "200",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.formatVersion": "5",
+}
+
 RELEVANT_CONF = {
     "spark.sql.shuffle.partitions": "shuffle_partitions",
     "spark.sql.streaming.stateStore.providerClass": "state_store_provider",
@@ -22,6 +44,17 @@ RELEVANT_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.formatVersion": "rocksdb_format_version",
     "spark.sql.streaming.multipleWatermarkPolicy": "watermark_policy",
 }
+
+
+def _value(conf: dict[str, str], key: str) -> str | None:
+    """What Spark uses on restart: the recorded value, else its legacy default, else the session's."""
+    if key in conf:
+        return conf[key]
+    if key in LEGACY_DEFAULTS:
+        return f"{LEGACY_DEFAULTS[key]} (not recorded: Spark's default for old offset logs)"
+    if key in SESSION_DEFAULTS:
+        return f"not recorded: the restarting session's value ({SESSION_DEFAULTS[key]} unless it sets one)"
+    return None
 
 
 @dataclass
@@ -110,7 +143,10 @@ def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
         else:
             committed = entry
     conf = dict(latest.metadata.conf) if latest and latest.metadata else ckpt.recorded_conf()
-    settings: dict[str, Any] = {name: conf.get(key) for key, name in RELEVANT_CONF.items()}
+    if latest is not None and latest.metadata is not None:  # a metadata line: a key it lacks gets Spark's default
+        settings: dict[str, Any] = {name: _value(conf, key) for key, name in RELEVANT_CONF.items()}
+    else:
+        settings = {name: conf.get(key) for key, name in RELEVANT_CONF.items()}
     settings["offset_log_version"] = latest.version if latest else None
     commit_version = None
     ckpt_format = 1

@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from ckptfix.advise.analyze import COMMIT_PHASES, COMMIT_SUBPHASES, Advice, QueryAdvice, Stat
+from ckptfix.render.text import folding_table
 
 SCHEMA_VERSION = 1
 _STYLE = {"high": "bold red", "warning": "yellow", "info": "cyan"}
@@ -61,7 +61,7 @@ def _query(q: QueryAdvice, a: Advice, console: Console) -> None:
     if not q.batches:
         return
     limited = a.concurrency is not None
-    t = Table(
+    t = folding_table(
         "batch",
         "duration",
         "commit sum",
@@ -91,7 +91,7 @@ def _query(q: QueryAdvice, a: Advice, console: Console) -> None:
         caption = f"first 5 and last 15 of {len(q.batches)} batches (all in --format json); " + caption
     t.caption = caption
     console.print(t)
-    s = Table("metric", "median", "p95", "max", title="over all batches", title_justify="left")
+    s = folding_table("metric", "median", "p95", "max", title="over all batches", title_justify="left")
     for key, label, fmt in (
         ("batch_ms", "batch duration", _ms),
         ("commit_per_task_ms", "commit per task", _ms),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -11,6 +13,15 @@ from ckptfix.repair.engine import RunInfo
 from ckptfix.repair.plan import Plan
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def folding_table(*headers: str, **kwargs: Any) -> Table:
+    """A table whose cells wrap instead of being cut with an ellipsis: run ids, query ids and provider class
+    names must stay whole to be copied."""
+    t = Table(**kwargs)
+    for h in headers:
+        t.add_column(h, overflow="fold")
+    return t
 
 
 def report(r: Report, console: Console) -> None:
@@ -54,24 +65,26 @@ def report(r: Report, console: Console) -> None:
 def inspection(i: Inspection, console: Console) -> None:
     console.print(f"[bold]checkpoint[/] {i.checkpoint}", highlight=False, soft_wrap=True)
     console.print(f"query id: {i.query_id or '(unknown)'}", highlight=False)
-    t = Table("setting", "value", title="recorded configuration", title_justify="left")
+    t = folding_table("setting", "value", title="recorded configuration", title_justify="left")
     for k, v in i.settings.items():
         t.add_row(k, "-" if v is None else str(v))
     console.print(t)
-    logs = Table("log", "files", "first", "last", "gaps", "temp files", title="logs", title_justify="left")
+    logs = folding_table("log", "files", "first", "last", "gaps", "temp files", title="logs", title_justify="left")
     for name, s in (("offsets", i.offsets), ("commits", i.commits)):
         gaps = ", ".join(map(str, s.gaps[:8])) + (" ..." if len(s.gaps) > 8 else "")
         logs.add_row(name, str(s.count), str(s.first), str(s.last), gaps or "-", str(s.temp_files))
     console.print(logs)
     console.print(f"last committed batch: {i.last_committed_batch}", highlight=False)
     if i.sources:
-        src = Table("source", "committed offset", "planned offset", "source log", title="sources", title_justify="left")
+        src = folding_table(
+            "source", "committed offset", "planned offset", "source log", title="sources", title_justify="left"
+        )
         for source in i.sources:
             log = "-" if source.log_entries is None else f"{source.log_entries} files, latest {source.log_latest}"
             src.add_row(source.id, source.committed_offset or "-", source.planned_offset or "-", log)
         console.print(src)
     if i.operators:
-        ops = Table(
+        ops = folding_table(
             "operator",
             "name",
             "provider",
@@ -129,7 +142,7 @@ def runs(items: list[RunInfo], console: Console) -> None:
     if not items:
         console.print("no ckptfix runs recorded for this checkpoint", highlight=False)
         return
-    t = Table("run", "created", "status", "actions", "fix", title="ckptfix runs", title_justify="left")
+    t = folding_table("run", "created", "status", "actions", "fix", title="ckptfix runs", title_justify="left")
     for r in items:
         t.add_row(r.run_id, r.created_at, r.status, str(r.actions), r.fix)
     console.print(t)
