@@ -189,9 +189,17 @@ class RocksSnapshot:
             os.mkdir(snap.db_dir)
             with zipfile.ZipFile(io.BytesIO(zip_bytes)) as zf:
                 for info in zf.infolist():
-                    if info.filename == METADATA:
-                        continue
-                    _write_new(os.path.join(snap.db_dir, info.filename), zf.read(info))
+                    if info.filename == METADATA or not DB_MEMBER.fullmatch(info.filename):
+                        continue  # not a file RocksDB opens: never decompressed
+                    if info.file_size > MAX_DB_MEMBER:
+                        raise FormatError(
+                            f"{zip_path}!/{info.filename}",
+                            info.header_offset,
+                            f"a RocksDB metadata file of at most {MAX_DB_MEMBER >> 20} MiB",
+                            f"{info.file_size} bytes",
+                            kind="oversized-member",
+                        )
+                    _extract(zf, info, os.path.join(snap.db_dir, info.filename))
             for sst in meta.sst_files:
                 _write_new(os.path.join(snap.db_dir, sst.local_file_name), _load_sst(zip_path, sst, ssts))
             snap._set_merge_operator()
@@ -336,6 +344,19 @@ def _value(rec: Record) -> bytes:
     if rec.value is None:
         raise FormatError("<changelog>", max(rec.offset, 0), f"a value for a {rec.op.value} record", "none")
     return rec.value
+
+
+#: the members of a Spark RocksDB zip that RocksDB reads (the SSTs live beside the zip, in SSTs/); anything else
+#: in a zip is left packed
+DB_MEMBER = re.compile(r"CURRENT|IDENTITY|MANIFEST-[0-9]+|OPTIONS-[0-9]+|[0-9]+\.log")
+#: a bound on one of them, far above what a checkpoint's MANIFEST/OPTIONS/CURRENT hold
+MAX_DB_MEMBER = 64 << 20
+
+
+def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> None:
+    """Stream one member to a new file (bounded memory)."""
+    with zf.open(info) as src, open(path, "xb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def _write_new(path: str, data: bytes) -> None:
