@@ -13,10 +13,10 @@ Each damaged copy is audited twice: on local disk and copied into S3 on moto's H
 both verdicts must agree with Spark and with each other. (Spark itself restarts the local copy: the PyPI
 PySpark has no s3a connector, and nothing else can be downloaded here.)
 
-Agreement: ``verdict.restarts == spark_ok``. When Spark fails, the verdict's message fragment, error class and
-the simple name of its exception class must all appear in Spark's error text. When Spark restarts but the
-case is a known silent hazard (``expect_rule``) or the sink ends up with wrong data, the audit must report an
-error-severity finding.
+Agreement (tests/support/agreement.py): ``verdict.restarts == spark_ok``. When Spark fails, the verdict's
+message fragment, error class and the simple name of its exception class must all appear in Spark's error
+text. When Spark restarts but the case is a known silent hazard (``expect_rule``) or the sink ends up with
+wrong data, the audit must report an error-severity finding.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import pytest
 from tests.spark.damage import CASES, DamageCase, SkipCase
 from tests.spark.harness import copy_base, restart
 from tests.spark.queries import SCENARIOS
+from tests.support.agreement import assert_verdict_agrees, describe
 
 
 def run_audit(ckpt: Path, target: str, output_dir: Path, case: DamageCase, s3: Any = None) -> Any:
@@ -59,37 +60,18 @@ def assert_same_verdict(local: Any, remote: Any) -> None:
     assert key(remote) == key(local), f"local: {key(local)}\ns3: {key(remote)}"
 
 
-def _describe(report: Any) -> str:
-    v = report.verdict
-    findings = ", ".join(f"{f.rule_id}({f.severity})" for f in report.findings) or "none"
-    return (
-        f"verdict: restarts={v.restarts} exception={v.exception!r} error_class={v.error_class!r} "
-        f"message={v.message!r} batch={v.batch!r}\nfindings: {findings}"
-    )
-
-
 def assert_agreement(
     case: DamageCase, version: str, report: Any, ok: bool, text: str, correct: bool | None, detail: str = ""
 ) -> None:
-    v = report.verdict
     spark_said = f"Spark {version}: {'restarted' if ok else 'FAILED'}" + (f" ({detail})" if ok else "")
-    context = f"\ncase {case.name}: {case.description}\n{spark_said}\n{text[:2500]}\n{_describe(report)}"
-    assert v.restarts == ok, "restart prediction differs from real Spark" + context
-    if not ok:
-        assert v.message, "Spark fails but the verdict has no message" + context
-        assert v.message in text, "verdict message is not in Spark's error text" + context
-        if v.error_class:
-            assert v.error_class in text, "verdict error class is not in Spark's error text" + context
-        if v.exception:
-            simple = v.exception.rsplit(".", 1)[-1]
-            assert simple in text, "verdict exception class is not in Spark's error text" + context
-        return
-    errors = [f for f in report.findings if f.severity == "error"]
-    rule = case.expects_rule(version)
+    context = f"\ncase {case.name}: {case.description}\n{spark_said}"
+    assert_verdict_agrees(report, ok, text, correct if case.check_correct else None, context)
+    rule = case.expects_rule(version) if ok else None
     if rule is not None:
-        assert any(f.rule_id == rule for f in errors), f"silent hazard: expected error finding {rule}" + context
-    if correct is False and case.check_correct:
-        assert errors, "Spark restarted but produced wrong data; the audit must report an error" + context
+        errors = [f for f in report.findings if f.severity == "error"]
+        assert any(f.rule_id == rule for f in errors), (
+            f"silent hazard: expected error finding {rule}{context}\n{text[:2500]}\n{describe(report)}"
+        )
 
 
 # ------------------------------------------------------------------------------------------ live Spark

@@ -136,6 +136,9 @@ class Scenario:
     # async scenario only: writer options of the BASE run (restarts run without them) + its trigger
     async_options: dict[str, str] = field(default_factory=dict)
     processing_time: str | None = None
+    # foreachBatch scenarios whose output is not an aggregate nor the input rows: (input rows, [(batch id,
+    # output row)]) -> (correct, detail); see harness.verify_output
+    verify: Callable[[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]], tuple[bool, str]] | None = None
 
     @property
     def is_async(self) -> bool:
