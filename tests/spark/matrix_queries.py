@@ -1,0 +1,175 @@
+"""Scenarios of the cross-version matrix (tests/fixtures/matrix/record.py, tests/test_version_matrix.py).
+
+The ones tests/spark/queries.py has are reused (with fewer batches); the others (RocksDB without changelog,
+dropDuplicates, stream-stream joins, applyInPandasWithState, transformWithStateInPandas) are defined here.
+Everything must run under PySpark 3.3 to 4.3 where the feature exists (``MIN_SPARK``) and must not import
+pytest. Functions that run in Python workers are defined inside the builders, so they are pickled by value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tests.spark.queries import ROCKSDB_PROVIDER, SCENARIOS, Scenario, _foreach_batch_writer, _source
+
+BATCHES = 3  # input files (= batches) of a base run
+ROCKSDB = {"spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER}
+
+
+def _with_ts(spark: Any, input_dir: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    return _source(spark, input_dir).withColumn("ts", F.col("value").cast("timestamp"))
+
+
+# ------------------------------------------------------------------------------------------- dedup
+
+
+def _build_dedup(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    df = _with_ts(spark, input_dir).withWatermark("ts", "1 hour").dropDuplicates(["key"])
+    return _foreach_batch_writer(df.select("key", "id"), output_dir)
+
+
+def _verify_dedup(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, Any]]]) -> tuple[bool, str]:
+    got = Counter(r["key"] for _, r in out)
+    want = {r["key"] for r in inputs}
+    ok = set(got) == want and all(n == 1 for n in got.values())
+    return ok, "each key once" if ok else f"keys emitted (want each of {sorted(want)} once): {dict(got)}"
+
+
+# ------------------------------------------------------------------------------------------- joins
+
+
+def _join(spark: Any, input_dir: Path, output_dir: Path, non_null: bool) -> Any:
+    from pyspark.sql import functions as F
+
+    def side(prefix: str) -> Any:
+        df = _with_ts(spark, input_dir)
+        key = F.coalesce(F.col("key"), F.lit("")) if non_null else F.col("key")
+        df = df.select(F.col("id").alias(f"{prefix}id"), key.alias(f"{prefix}key"), F.col("ts").alias(f"{prefix}ts"))
+        return df.withWatermark(f"{prefix}ts", "1 hour")
+
+    left, right = side("l"), side("r")
+    cond = F.expr("lkey = rkey AND rts >= lts - interval 1 hour AND rts <= lts + interval 1 hour")
+    return _foreach_batch_writer(left.join(right, cond, "inner").select("lid", "rid"), output_dir)
+
+
+def _build_join(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return _join(spark, input_dir, output_dir, non_null=False)
+
+
+def _build_join_nonnull(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return _join(spark, input_dir, output_dir, non_null=True)
+
+
+def _verify_join(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, Any]]]) -> tuple[bool, str]:
+    # ts is ``value`` seconds after the epoch: the row at the epoch is at the first batch's watermark (0) and
+    # the join drops it as late (every Spark release recorded does), so it joins with nothing.
+    rows = [r for r in inputs if r["value"] > 0]
+    want = Counter((a["id"], b["id"]) for a in rows for b in rows if a["key"] == b["key"])
+    got = Counter((r["lid"], r["rid"]) for _, r in out)
+    ok = got == want
+    return ok, "every pair once" if ok else f"missing {len(want - got)} pairs, {len(got - want)} extra"
+
+
+# ------------------------------------------------------------------------------------------- Python state
+
+
+def _build_pandas_state(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def count(key: Any, pdfs: Any, state: Any) -> Any:
+        import pandas as pd
+
+        cnt, total = state.get if state.exists else (0, 0)
+        for pdf in pdfs:
+            cnt += len(pdf)
+            total += int(pdf["value"].sum())
+        state.update((cnt, total))
+        yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
+
+    df = _source(spark, input_dir).groupBy("key")
+    agg = df.applyInPandasWithState(
+        count, "key STRING, cnt LONG, total LONG", "cnt LONG, total LONG", "update", GroupStateTimeout.NoTimeout
+    )
+    return _foreach_batch_writer(agg, output_dir).outputMode("update")
+
+
+def _build_tws_pandas(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    acc_schema = StructType([StructField("cnt", LongType()), StructField("total", LongType())])
+
+    class Count(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.acc = handle.getValueState("acc", acc_schema)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Any:  # noqa: N802 - Spark's name
+            import pandas as pd
+
+            cnt, total = self.acc.get() if self.acc.exists() else (0, 0)
+            for pdf in rows:
+                cnt += len(pdf)
+                total += int(pdf["value"].sum())
+            self.acc.update((cnt, total))
+            yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
+
+        def close(self) -> None:
+            pass
+
+    agg = (
+        _source(spark, input_dir)
+        .groupBy("key")
+        .transformWithStateInPandas(
+            statefulProcessor=Count(),
+            outputStructType="key STRING, cnt LONG, total LONG",
+            outputMode="Update",
+            timeMode="None",
+        )
+    )
+    return _foreach_batch_writer(agg, output_dir).outputMode("update")
+
+
+# ------------------------------------------------------------------------------------------- the matrix
+
+
+def _few(base: str, **changes: Any) -> Scenario:
+    return dataclasses.replace(SCENARIOS[base], base_files=BATCHES, **changes)
+
+
+MATRIX: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        _few("agg_hdfs"),
+        _few("agg_rocksdb_cl"),
+        _few("agg_hdfs", name="agg_rocksdb", confs=ROCKSDB),
+        Scenario("dedup", _build_dedup, stateful=True, base_files=BATCHES, verify=_verify_dedup),
+        Scenario("join", _build_join, stateful=True, base_files=BATCHES, verify=_verify_join),
+        Scenario("join_nonnull", _build_join_nonnull, stateful=True, base_files=BATCHES, verify=_verify_join),
+        Scenario("pandas_state", _build_pandas_state, stateful=True, base_files=BATCHES),
+        Scenario("tws_pandas", _build_tws_pandas, confs=ROCKSDB, stateful=True, base_files=BATCHES),
+        SCENARIOS["async"],
+        _few("filesink"),
+    ]
+}
+
+# (major, minor) of the first Spark release that has the scenario's API
+MIN_SPARK: dict[str, tuple[int, int]] = {
+    "agg_rocksdb_cl": (3, 4),
+    "pandas_state": (3, 4),
+    "async": (3, 4),
+    "tws_pandas": (4, 0),
+}
+
+
+def available(scenario: str, version: str) -> str | None:
+    """None if ``scenario`` runs on Spark ``version`` ("4.0.5" or "4.0"), else the reason it cannot."""
+    need = MIN_SPARK.get(scenario)
+    have = tuple(int(x) for x in version.split(".")[:2])
+    if need is not None and have < need:
+        return f"{scenario} needs Spark {need[0]}.{need[1]}+ (not in {version})"
+    return None
