@@ -67,11 +67,20 @@ def carry_out(
         verdict = guarded(fmt, audit_after).verdict
     if fmt is Format.json:
         print(jsonout.plan(plan, unfixed, run_id, verdict))
-        return
-    console = out()
-    text.plan(plan, unfixed, console, run_id)
-    if verdict is not None:
-        console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+    else:
+        console = out()
+        text.plan(plan, unfixed, console, run_id)
+        if verdict is not None:
+            console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+    if verdict is not None and verdict.restarts is not True:
+        # the run is done and journaled, but the checkpoint does not audit as restartable: never exit 0
+        err().print(
+            f"ckptfix: the checkpoint does not audit as restartable after run {run_id}; "
+            f"`ckptfix undo {where} {run_id}` restores every file it changed",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 def repair(

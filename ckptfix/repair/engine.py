@@ -456,6 +456,7 @@ def apply(
 def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
     now = current_states(ckpt, plan.actions)  # again, under the lock: another run may have just finished
     check_preconditions(ckpt, plan, now)
+    started = time.time()
     runs = Runs(backup)
     run_id = runs.new_run(plan)
     runs.journal(run_id, "start", checkpoint=ckpt.url, actions=len(plan.actions))
@@ -464,9 +465,38 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
         if data is not None:
             runs.store_object(data)
     runs.journal(run_id, "backed-up")
-    _run_steps(runs, run_id, plan, ckpt, say)
+
+    def guard() -> None:  # a query writing meanwhile makes the result something nobody planned
+        foreign = foreign_writes(ckpt, plan, started)
+        if foreign:
+            runs.journal(run_id, "foreign-writes", paths=foreign[:20])
+            raise LiveQuery(
+                f"{ckpt.display(foreign[0])}: written by something else during run {run_id} "
+                f"({len(foreign)} file(s)): is the query running? Stop it, then `ckptfix undo {ckpt.url} {run_id}` "
+                "restores what the run changed (or `ckptfix apply --resume` finishes it)"
+            )
+
+    _run_steps(runs, run_id, plan, ckpt, say, guard)
+    guard()
     runs.journal(run_id, "complete")
     return run_id
+
+
+def foreign_writes(ckpt: Location, plan: Plan, since: float) -> list[str]:
+    """Spark files written since ``since`` that the plan does not touch (a live writer)."""
+    touched = {a.path for a in plan.actions}
+    return sorted(
+        p
+        for p, e in ckpt.list_tree().items()
+        if not e.is_dir
+        and e.mtime is not None
+        and e.mtime >= since - 1
+        and p.startswith(WATCHED)
+        and p not in touched
+        and not OWN_TEMP.match(posixpath.basename(p))
+        and not p.startswith(("_ckptfix/", ".ckptfix"))
+        and not posixpath.basename(p).startswith(".")  # Hadoop sidecars move with their files
+    )
 
 
 #: steps journaled together: recovery compares each file with its before/after state, so the
@@ -474,8 +504,12 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
 STEP_CHUNK = 64
 
 
-def _run_steps(runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Observer) -> None:
+def _run_steps(
+    runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Observer, before_last: Callable[[], None] | None = None
+) -> None:
     for first in range(0, len(plan.actions), STEP_CHUNK):
+        if before_last is not None and first + STEP_CHUNK >= len(plan.actions):
+            before_last()
         chunk = list(enumerate(plan.actions))[first : first + STEP_CHUNK]
         todo = []
         for i, a in chunk:

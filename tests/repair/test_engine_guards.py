@@ -163,3 +163,39 @@ def test_idle_guard_says_what_it_saw_and_knows_its_own_writes(tmp_path: Path) ->
     run_id = engine.apply(plan, loc, backup)
     # the files the run just wrote are ckptfix's own: undo right away needs no --force
     engine.undo(loc, backup, run_id)
+
+
+def test_a_write_during_the_run_is_caught_and_undoable(tmp_path: Path) -> None:
+    """A file written by something else while a run applies (here: stamped after the run started, as a live
+    query's next offset file would be) stops the run before its last write, journaled, with the undo command."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    age(ckpt)
+    before = tree(ckpt)
+    plan, _, _ = plan_repair(str(ckpt))
+    loc, backup = Location(str(ckpt)), Location(str(tmp_path / "backup"))
+    live = ckpt / "offsets" / "32"
+    live.write_bytes((ckpt / "offsets" / "31").read_bytes())
+    later = time.time() + 30
+    os.utime(live, (later, later))
+    with pytest.raises(engine.LiveQuery, match=r"offsets/32: written by something else during run .*ckptfix undo"):
+        engine.apply(plan, loc, backup, force=True)
+    run_id = engine.Runs(backup).run_ids()[-1]
+    assert "foreign-writes" in [e["event"] for e in engine.Runs(backup).events(run_id)]
+    live.unlink()
+    engine.undo(loc, backup, run_id, force=True)
+    assert tree(ckpt) == before
+
+
+def test_apply_that_leaves_a_failing_checkpoint_exits_non_zero(tmp_path: Path) -> None:
+    """The user says the query is stateful but state/ is gone: repair fixes the offset gap, the state stays
+    missing, so the result does not audit as restartable: exit 1 and the undo command, never exit 0."""
+    from typer.testing import CliRunner
+
+    from ckptfix.cli.main import app
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    result = CliRunner().invoke(app, ["repair", str(ckpt), "--apply", "--force", "--stateful"])
+    assert result.exit_code == 1, result.output
+    assert "does not audit as restartable" in result.stderr and "ckptfix undo" in result.stderr
