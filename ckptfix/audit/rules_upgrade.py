@@ -24,6 +24,7 @@ Facts (real files and restarts; spark-behaviour-observed.md §8 and tests/audit_
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +34,6 @@ from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError
-from ckptfix.formats import offsetlog
 from ckptfix.formats import schema as schema_format
 
 WATERMARK_KEY = "spark.watermarkDelayMs"
@@ -50,10 +50,11 @@ JOIN_NULLABILITY = define(
     "a filter below withWatermark) as nullable=false; Spark 4.0+ derives them as nullable and its state schema "
     "check refuses a stored non-nullable field where the query's is nullable: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE "
     "at the first batch (verified 3.5.9 -> 4.3.0; 4.0.5 writes the same nullable schema). Not caused by 4.3's "
-    "statefulOperator.alwaysNullableOutput, which stays false for checkpoints that lack it. Decided when every "
-    "source is a file source (its columns are all nullable, so a non-null field was narrowed); with other sources "
-    "a field may be non-null at the source, 4.x then derives it non-null too (Spark's own 3.5.1 and 4.0.0 join "
-    "checkpoints restart on 4.3), and the audit reports that it cannot tell.",
+    "statefulOperator.alwaysNullableOutput, which stays false for checkpoints that lack it. Decided from the "
+    "side's key schema, which 3.5 derives from the join key expressions: a key nullable there whose row column is "
+    "non-null was narrowed by the join's inferred filter (fails); a non-null key is a non-null expression or "
+    "source column, which 4.x derives non-null too (restarts: the 3.5.9 matrix join on coalesce(key), Spark's own "
+    "3.5.1 and 4.0.0 join checkpoints). Other non-null row fields the files cannot tell apart: unknown.",
     "`ckptfix repair CKPT --target-spark 4.x --apply` rewrites the join's schema files with every field nullable "
     "(the check accepts a nullable stored field for a non-null one; the state bytes are unchanged). Spark's own "
     "way out, spark.sql.streaming.stateStore.stateSchemaCheck=false, turns the check off for every operator.",
@@ -137,21 +138,39 @@ def narrowed_fields(value_schema: dict[str, Any]) -> list[str] | None:
     ]
 
 
-def sources_all_files(ctx: AuditContext) -> bool | None:
-    """True when every source of the newest readable offset file is a file source (``{"logOffset":N}``): a
-    file source's columns are all nullable, so a stored non-null row field was narrowed by a filter, not
-    non-null at the source. False when some source is another kind (rate, Kafka metadata columns, Scala's
-    MemoryStream: their columns can be non-null at the source, and then 4.x derives them non-null too, as
-    Spark's own 3.5.1 and 4.0.0 join checkpoints show). None when no offset file says."""
-    ck = ctx.ckpt
-    for b in sorted(ck.offsets.files, reverse=True):
-        entry = ck.try_offset(b)
-        if entry is None:
-            continue
-        started = [o for o in entry.offsets if o.json is not None]
-        if started:
-            return all(offsetlog.file_source_log_offset(o.json) is not None for o in started)
-    return None
+def _type_key(field: dict[str, Any]) -> str:
+    return json.dumps(field.get("type"), sort_keys=True)
+
+
+def classify_narrowed(
+    key_schema: dict[str, Any], value_schema: dict[str, Any], narrowed: list[str]
+) -> tuple[list[str], list[str]]:
+    """Split a join side's non-null row fields into (narrowed by a filter: 4.x fails, cannot tell).
+
+    Read from the side's key schema (the join keys, ``field0..``, then ``index``), which 3.5 derives from the
+    key expressions and not from the filtered row: a key field that is nullable there while every row field of
+    its type is non-null means the key column was narrowed by the join's inferred ``isnotnull`` filter sitting
+    right below the watermark (the 3.5.9 fixture joined straight on the sources: 4.3 fails). Non-null row fields
+    no more numerous than the non-null key fields of their type are non-null key expressions (``coalesce``, a
+    non-null source column): 4.x derives them non-null too (the matrix's 3.5.9 join_nonnull restarts on 4.0.5
+    to 4.3.0, as Spark's own 3.5.1 and 4.0.0 join checkpoints do). Anything else (a non-key field non-null by an
+    expression or by the user's filter) the files cannot tell apart."""
+    keys = [f for f in _fields(key_schema) if f.get("name") != "index"]
+    fields = {str(f.get("name")): f for f in _fields(value_schema)}
+    failing: list[str] = []
+    unknown: list[str] = []
+    by_type: dict[str, list[str]] = {}
+    for name in narrowed:
+        by_type.setdefault(_type_key(fields[name]), []).append(name)
+    for t, names in by_type.items():
+        nullable_keys = sum(1 for k in keys if _type_key(k) == t and k.get("nullable") is not False)
+        nonnull_keys = sum(1 for k in keys if _type_key(k) == t and k.get("nullable") is False)
+        nullable_rows = sum(1 for f in fields.values() if _type_key(f) == t and f.get("nullable") is not False)
+        if nullable_keys and not nullable_rows:
+            failing.extend(names)
+        elif len(names) > nonnull_keys:
+            unknown.extend(names)
+    return failing, unknown
 
 
 def committed_range(ctx: AuditContext) -> V.VersionRange | None:
@@ -187,7 +206,6 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     if written is None or written.high is None or V.rank(written.high) > V.rank("3.5"):
         return
     ck = ctx.ckpt
-    files_only = sources_all_files(ctx)
     K = ctx.latest_commit
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
         if not is_join(op):
@@ -196,6 +214,7 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         if ran_on_4x:  # operator metadata v2 of a committed batch: a 4.x release already accepted this schema
             continue
         failing: list[tuple[StoreDir, list[str]]] = []
+        undecided: list[tuple[StoreDir, list[str]]] = []
         for store in schema_stores(op):
             if store.store not in JOIN_VALUE_STORES or store.schema is None:
                 continue
@@ -208,25 +227,30 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 continue
             narrowed = narrowed_fields(parsed.value_schema)
             if narrowed:
-                failing.append((store, narrowed))
-        if not failing:
-            continue
-        sides = "; ".join(f"{s.store}: {', '.join(fs)}" for s, fs in failing)
-        if not files_only:
+                fails, unsure = classify_narrowed(parsed.key_schema, parsed.value_schema, narrowed)
+                if fails:
+                    failing.append((store, fails))
+                if unsure:
+                    undecided.append((store, unsure))
+        if not failing and undecided:
             if ctx.query is not None:
                 continue  # --against: the QUERY-* rules compare the planned schema with the stored one
+            sides = "; ".join(f"{s.store}: {', '.join(fs)}" for s, fs in undecided)
             yield JOIN_NULLABILITY.finding(
                 f"operator {op.operator} is a stream-stream join whose state schema ({written.text}) stores "
-                f"non-nullable row fields ({sides}) and not every source is a file source: Spark {t.label} refuses "
-                "the schema only if those fields are nullable at the source (narrowed by a filter below "
-                "withWatermark on 3.5); the files cannot tell",
-                [Evidence(ck.display(s.schema or ""), found="nullable=false", note=s.store) for s, _ in failing],
+                f"non-nullable row fields that are not its join keys ({sides}): Spark {t.label} refuses the schema "
+                "if they were narrowed by a filter below withWatermark on 3.5, and accepts it if they are non-null "
+                "expressions; the files cannot tell",
+                [Evidence(ck.display(s.schema or ""), found="nullable=false", note=s.store) for s, _ in undecided],
                 severity="warning",
                 fix="`ckptfix audit CKPT --against MODULE:FUNCTION` plans the query and compares its state schema "
                 "with the stored one; if they differ, " + JOIN_NULLABILITY.fix,
                 undecided=True,
             )
             continue
+        if not failing:
+            continue
+        sides = "; ".join(f"{s.store}: {', '.join(fs)}" for s, fs in failing)
         evidence = [
             Evidence(
                 ck.display(s.schema or ""),

@@ -69,6 +69,7 @@ def provider(
         force=force,
         idle_seconds=idle_seconds,
         audit_after=lambda: run_audit(checkpoint, target_spark, storage_options=opts),
+        aims_at_restart=False,
     )
     if fmt is Format.text:
         for key, value in result.session_confs.items():

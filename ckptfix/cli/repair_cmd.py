@@ -53,16 +53,21 @@ def carry_out(
     force: bool,
     idle_seconds: float,
     audit_after: Callable[[], Report],
+    aims_at_restart: bool = True,
 ) -> None:
     """What every planning command does with its plan: save it, apply it if asked (then audit
-    again), and show it."""
+    again), and show it. A run exits 1 when its result does not audit as restartable and the plan
+    aimed at a restart (repair, rollback), or, for plans that only keep a restart possible (state
+    rebuild, provider migration), when the checkpoint audited as restartable before the run and
+    does not after it."""
     if plan_out is not None:
         guarded(fmt, lambda: plan_out.write_text(plan.dumps()))
     run_id = None
-    verdict = None
+    verdict = before = None
     if do_apply and not plan.empty:
         ckpt = Location(where, opts)
         backup = _backup(where, backup_dir, opts)
+        before = None if aims_at_restart else guarded(fmt, audit_after).verdict
         run_id = guarded(fmt, lambda: engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds))
         verdict = guarded(fmt, audit_after).verdict
     if fmt is Format.json:
@@ -72,7 +77,10 @@ def carry_out(
         text.plan(plan, unfixed, console, run_id)
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
-    if verdict is not None and verdict.restarts is not True:
+    worse = verdict is not None and verdict.restarts is not True
+    if worse and not aims_at_restart:
+        worse = before is not None and before.restarts is True
+    if worse:
         # the run is done and journaled, but the checkpoint does not audit as restartable: never exit 0
         err().print(
             f"ckptfix: the checkpoint does not audit as restartable after run {run_id}; "

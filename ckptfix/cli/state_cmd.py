@@ -416,4 +416,5 @@ def rebuild(
         force=force,
         idle_seconds=idle_seconds,
         audit_after=lambda: run_audit(checkpoint, target_spark, storage_options=opts),
+        aims_at_restart=False,
     )

@@ -456,7 +456,7 @@ def apply(
 def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
     now = current_states(ckpt, plan.actions)  # again, under the lock: another run may have just finished
     check_preconditions(ckpt, plan, now)
-    started = time.time()
+    baseline = _watched(ckpt)
     runs = Runs(backup)
     run_id = runs.new_run(plan)
     runs.journal(run_id, "start", checkpoint=ckpt.url, actions=len(plan.actions))
@@ -467,7 +467,7 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
     runs.journal(run_id, "backed-up")
 
     def guard() -> None:  # a query writing meanwhile makes the result something nobody planned
-        foreign = foreign_writes(ckpt, plan, started)
+        foreign = foreign_writes(ckpt, plan, baseline)
         if foreign:
             runs.journal(run_id, "foreign-writes", paths=foreign[:20])
             raise LiveQuery(
@@ -482,21 +482,24 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
     return run_id
 
 
-def foreign_writes(ckpt: Location, plan: Plan, since: float) -> list[str]:
-    """Spark files written since ``since`` that the plan does not touch (a live writer)."""
-    touched = {a.path for a in plan.actions}
-    return sorted(
-        p
+def _watched(ckpt: Location) -> dict[str, tuple[int, float | None]]:
+    """Size and modification time of every Spark file (not ckptfix's own, not Hadoop sidecars)."""
+    return {
+        p: (e.size, e.mtime)
         for p, e in ckpt.list_tree().items()
         if not e.is_dir
-        and e.mtime is not None
-        and e.mtime >= since - 1
         and p.startswith(WATCHED)
-        and p not in touched
         and not OWN_TEMP.match(posixpath.basename(p))
         and not p.startswith(("_ckptfix/", ".ckptfix"))
         and not posixpath.basename(p).startswith(".")  # Hadoop sidecars move with their files
-    )
+    }
+
+
+def foreign_writes(ckpt: Location, plan: Plan, baseline: dict[str, tuple[int, float | None]]) -> list[str]:
+    """Spark files created or changed since ``baseline`` was listed that the plan does not touch (a live
+    writer). Compared with the listing, not with a clock: a file written just before the run is not foreign."""
+    touched = {a.path for a in plan.actions}
+    return sorted(p for p, seen in _watched(ckpt).items() if p not in touched and baseline.get(p) != seen)
 
 
 #: steps journaled together: recovery compares each file with its before/after state, so the

@@ -43,13 +43,14 @@ def run(*args: str) -> tuple[int, str, str, int]:
 
 def test_unlisted_member_is_not_decompressed(tmp_path: Path) -> None:
     ckpt = extract("agg_rocksdb", tmp_path)
-    code, before, _, _ = run("state", "read", str(ckpt), "--jobs", "1")
+    code, before, _, base_kb = run("state", "read", str(ckpt), "--jobs", "1")
     assert code == 0
     add_member(ckpt / "state/0/0/5.zip", "junk.bin", BIG)
     code, after, err, peak_kb = run("state", "read", str(ckpt), "--jobs", "1")
     assert code == 0, err
     assert sorted(after.splitlines()) == sorted(before.splitlines())
-    assert peak_kb * 1024 < BIG // 2, f"peak {peak_kb} KB"
+    # the same read without the member is the baseline; decompressing it would add 256 MiB
+    assert (peak_kb - base_kb) * 1024 < BIG // 4, f"peak {peak_kb} KB against {base_kb} KB without the member"
     code, out, err, _ = run("state", "ls", str(ckpt), "--verify", "--format", "json")
     assert code == 0 and json.loads(out)["ok"], err
 
