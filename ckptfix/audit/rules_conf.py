@@ -20,10 +20,10 @@ from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding
 from ckptfix.audit.registry import check, define
+from ckptfix.stores import provider as providers
 
 SHUFFLE = "spark.sql.shuffle.partitions"
 SPARK_DEFAULT_SHUFFLE = "200"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 
 SHUFFLE_NOT_RECORDED = define(
     "CONF-SHUFFLE-PARTITIONS-NOT-RECORDED",
@@ -80,7 +80,7 @@ def shuffle_partitions(ctx: AuditContext) -> Iterator[Finding]:
             severity="info",
         )
     elif int(S) > P:
-        rocks = "rocksdb" in ctx.conf.get(PROVIDER, "").lower()
+        rocks = providers.of(ctx.conf).kind == "rocksdb"
         rel = f"/1.{'changelog' if rocks else 'delta'}"  # the first of the partitions without state: which varies
         err = E.streaming_file_missing(ctx.target, rel) if rocks else E.delta_missing(ctx.target, rel)
         yield SHUFFLE_NOT_RECORDED.finding(

@@ -10,7 +10,7 @@ lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,11 +21,14 @@ from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import RULES, check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
-from ckptfix.formats import codec, filechecksum, hadoopcrc, opmeta, rocksdbzip, statefile
+from ckptfix.formats import codec, opmeta, statefile
 from ckptfix.formats import schema as schema_format
+from ckptfix.stores import chain as chains
+from ckptfix.stores import provider as providers
+from ckptfix.stores import verify
+from ckptfix.stores.verify import FileProblem
 
 SHUFFLE = "spark.sql.shuffle.partitions"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
 
 CHAIN = define(
@@ -124,6 +127,15 @@ STATE_OLD_CORRUPT = define(
     "Restart does not read it; reading older versions (state reader, rollback) would.",
     "Restore it from a backup if you may need that version.",
 )
+CUSTOM_PROVIDER = define(
+    "STATE-PROVIDER-CUSTOM",
+    "warning",
+    "The state store provider is not one of Spark's",
+    "The offset log records a providerClass other than Spark's HDFSBackedStateStoreProvider and "
+    "RocksDBStateStoreProvider (a vendor's or a user's class). ckptfix checks the files in the layout they show, "
+    "but how that class loads them (and whether this Spark has it on its classpath) the files cannot tell.",
+    "Restart with the same provider class on the classpath; ckptfix's verdict on the state is a best guess.",
+)
 STATE_JUNK = define(
     "STATE-JUNK",
     "warning",
@@ -144,33 +156,18 @@ class Problem:
     undecided: bool = False
 
 
-UNVERIFIABLE = ("unknown-codec", "missing-extra")
-
-
-class CodecError(FormatError):
-    """A failure of the compression layer (lz4-java block stream), as opposed to the records."""
-
-
-def _corrupt_error(exc: FormatError) -> SparkError:
+def _corrupt_error(fp: FileProblem) -> SparkError:
     """What Spark raises reading a damaged state file: lz4-java reports a cut-off stream as
     'Stream ended prematurely' and any other damage as 'Stream is corrupted'; a record cut off
     inside an intact stream surfaces as DataInputStream's EOFException."""
-    if isinstance(exc, CodecError):
-        return E.corrupt_stream("truncated" if exc.kind in ("truncated", "empty") else "corrupt")
+    if fp.codec_layer:
+        return E.corrupt_stream("truncated" if fp.error_kind in ("truncated", "empty") else "corrupt")
     return SparkError("java.io.EOFException", None, "EOFException")
 
 
-def _decompress(codec_name: str, data: bytes, path: str) -> bytes:
-    try:
-        return codec.decompress(codec_name, data, path)
-    except MissingExtra as exc:  # zstd / snappy without the [codecs] extra: cannot check, say so
-        raise CodecError(path, 0, f"the {codec_name} decoder", str(exc), kind="missing-extra") from None
-    except FormatError as exc:
-        raise CodecError(exc.path, exc.offset, exc.expected, exc.found, kind=exc.kind) from None
-
-
 class StoreCheck:
-    """Decides whether one store can load version N; reads only the chain's files."""
+    """Decides whether one store can load version N, from the store model's chain (:mod:`ckptfix.stores.chain`)
+    and file facts (:mod:`ckptfix.stores.verify`), the ones ``state ls`` reads too; reads only the chain's files."""
 
     def __init__(self, ctx: AuditContext, store: StoreDir, version: int, provider: str, unique_id: str | None):
         self.ctx, self.store, self.N, self.provider, self.uid = ctx, store, version, provider, unique_id
@@ -181,226 +178,95 @@ class StoreCheck:
     def display(self, rel: str) -> str:
         return self.ctx.ckpt.display(rel)
 
-    def unreadable(self, rel: str, exc: FormatError) -> Problem:
-        return Problem(
-            FILE_CORRUPT.id,
-            f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-            (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-            _corrupt_error(exc),
-        )
-
     def rel(self, version: int, kind: str, uid: str | None = None) -> str:
         return f"{self.store.rel}/{layout.state_file_name(version, kind, uid)}"
 
-    def has(self, version: int, kind: str, uid: str | None = None) -> bool:
-        return (kind, version, uid) in self.store.files
+    def check(self, rel: str, kind: str) -> Problem | None:
+        """The file's facts: latent and benign ones become notes, the fatal one the problem."""
+        from ckptfix.stores import rocks
 
-    def hadoop_mismatch(self, rel: str, data: bytes) -> tuple[int, str] | None:
-        """(offset, sidecar) where a file differs from its Hadoop ``.<name>.crc`` (written on local file
-        systems; a copy in an object store may carry them along, and they are compared there too)."""
-        crc_rel = self.store.hadoop_crc.get(rel.rsplit("/", 1)[-1])
-        if crc_rel is None:
-            return None
-        try:
-            crc = hadoopcrc.parse(self.ctx.ckpt.read(crc_rel), self.display(crc_rel))
-        except FormatError:
-            return None  # an unreadable sidecar: Hadoop ignores it too
-        at = hadoopcrc.first_mismatch(crc, data)
-        return None if at is None else (at, crc_rel)
-
-    def hadoop_crc(self, rel: str, data: bytes) -> None:
-        """Spark reads a RocksDB zip through Hadoop's local ChecksumFileSystem, which verifies its sidecar
-        (3.5.9: "Checksum error: file:<...>/4.zip at 2560"); deltas, snapshots, changelogs and SSTs are read
-        without that check (4.3 restarted with a flipped SST byte, 3.5-4.2 report a flipped snapshot byte as
-        lz4's "Stream is corrupted"), so only a zip's mismatch is a restart failure."""
-        if not rel.endswith(".zip"):
-            return
-        found = self.hadoop_mismatch(rel, data)
-        if found is not None:
-            at, crc_rel = found
-            raise _ChecksumFailure(rel, f"bytes from offset {at} differ from its Hadoop sidecar {crc_rel}", at)
-
-    def read_verified(self, rel: str, kind: str) -> FormatError | None:
-        """Check the sidecar checksums (Hadoop's on local file systems, 4.x's JSON ones) and the file's own
-        framing."""
-        ck = self.ctx.ckpt
-        data = ck.read(rel)
-        self.hadoop_crc(rel, data)
-        name = rel.rsplit("/", 1)[-1]
-        sidecar = self.store.checksums.get(name)
-        if sidecar is not None:
-            try:
-                why = filechecksum.mismatch(filechecksum.parse(ck.read(sidecar), self.display(sidecar)), data)
-            except FormatError:
-                why = None
-            if why:
-                raise _ChecksumFailure(rel, why)
-        try:
-            if kind == "zip":
-                rocksdbzip.parse(data, self.display(rel))
-                return None
-            raw = _decompress(self.codec, data, self.display(rel))
-            statefile.verify(raw, self.display(rel), kind)  # type: ignore[arg-type]
-        except FormatError as exc:
-            if exc.kind in UNVERIFIABLE:
-                self.skipped.append(f"{rel}: {exc.expected}, found {exc.found}")
-                return None
-            if exc.kind == "trailing-bytes":
+        facts = verify.check_file(
+            self.ctx.ckpt,
+            self.store,
+            rel,
+            kind,
+            self.codec,
+            read=self.ctx.ckpt.read,
+            deep=self.ctx.deep,
+            merge_delimiter=rocks.merge_delimiter(self.ctx.conf) if kind == "zip" and self.ctx.deep else None,
+        )
+        for fp in facts:
+            if fp.kind == "unverifiable":
+                self.skipped.append(f"{fp.rel}: {fp.expected}, found {fp.found}")
+            elif fp.kind == "trailing":
                 self.notes.append(
                     Problem(
                         STATE_TRAILING.id,
                         f"{rel} has bytes after its end marker",
-                        (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
+                        (Evidence(self.display(rel), fp.offset, fp.expected, fp.found),),
                         None,
                     )
                 )
-                return None
-            return exc
+            elif fp.kind == "sst-hadoop-crc":  # Spark loads it anyway: a finding, not a broken chain
+                self.notes.append(
+                    Problem(
+                        SST_CORRUPT.id,
+                        f"{fp.rel} differs from its Hadoop sidecar {fp.sidecar} from byte {fp.offset} on: "
+                        "Spark loads it, and a batch that reads the damaged block fails",
+                        (Evidence(self.display(fp.rel), fp.offset, fp.expected, fp.found),),
+                        None,
+                    )
+                )
+            elif fp.kind == "sst-blocks":
+                self.notes.append(
+                    Problem(
+                        SST_CORRUPT.id,
+                        f"{fp.where} fails RocksDB's block checksum verification ({fp.found}): Spark loads it, and a "
+                        "batch that reads the damaged block fails",
+                        (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
+                        None,
+                    )
+                )
+            else:
+                return self.fatal(fp, kind)
         return None
 
-    # -- HDFS-backed -----------------------------------------------------------------
-    def hdfs(self) -> Problem | None:
-        N, store = self.N, self.store
-        snaps = sorted((v for v in store.versions("snapshot") if v <= N), reverse=True)
-        for S in [*snaps, 0]:
-            if S:
-                rel = self.rel(S, "snapshot")
-                exc = self.read_verified(rel, "snapshot")
-                if exc is not None:
-                    problem = Problem(
-                        SNAPSHOT_CORRUPT.id,
-                        f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                        (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                        _corrupt_error(exc),
-                    )
-                    if not self.fall_back(problem):
-                        return problem
-                    continue
-            for v in range(S + 1, N + 1):
-                if not self.has(v, "delta"):
-                    rel = self.rel(v, "delta")
-                    base = f"{S}.snapshot" if S else "empty state"
-                    return Problem(
-                        CHAIN.id,
-                        f"{rel} is missing; version {N} = {base} + deltas {S + 1}..{N}",
-                        (Evidence(self.display(rel), expected="a file", found="none"),),
-                        E.delta_missing(self.ctx.target, rel),
-                    )
-            for v in range(S + 1, N + 1):
-                rel = self.rel(v, "delta")
-                exc = self.read_verified(rel, "delta")
-                if exc is not None:
-                    return self.unreadable(rel, exc)
-            return None
-        return None  # unreachable: the loop always ends at S == 0
-
-    # -- RocksDB ---------------------------------------------------------------------------
-    def rocksdb_zip(self, version: int, uid: str | None) -> Problem | None:
-        rel = self.rel(version, "zip", uid)
-        ck = self.ctx.ckpt
-        try:
-            exc = self.read_verified(rel, "zip")  # the checksum sidecars, then the zip itself
-            if exc is not None:
-                raise exc
-            parsed = rocksdbzip.parse(ck.read(rel), self.display(rel))
-        except _ChecksumFailure as cf:
-            return cf.problem(self)  # a zip Spark cannot load: 4.2+ fall back to an older one
-        except FormatError as exc:
+    def fatal(self, fp: FileProblem, kind: str) -> Problem:
+        ev = (Evidence(self.display(fp.rel), fp.offset, fp.expected, fp.found),)
+        if fp.kind == "hadoop-crc":
+            return Problem(
+                CHECKSUM.id,
+                f"{fp.rel}: bytes from offset {fp.offset} differ from its Hadoop sidecar {fp.sidecar}",
+                (Evidence(self.display(fp.rel), fp.offset, found=f"differs from {fp.sidecar}"),),
+                E.hadoop_checksum(fp.rel, fp.offset or 0),
+            )
+        if fp.kind == "checksum":
+            return Problem(CHECKSUM.id, f"{fp.rel}: {fp.found}", ev, E.checksum_failed(fp.rel))
+        if fp.kind == "sst-missing":
+            return Problem(
+                SST_MISSING.id,
+                f"{fp.rel} is missing; {fp.zip} lists it",
+                (Evidence(self.display(fp.rel), expected="a file", found="none"), Evidence(self.display(fp.zip or ""))),
+                E.file_not_found(fp.name),
+            )
+        if fp.kind == "sst-size":
+            return Problem(
+                SST_MISSING.id,
+                f"{fp.rel} has {fp.found}; {fp.zip} lists {fp.expected}",
+                ev,
+                SparkError(None, None, fp.name),
+            )
+        message = f"{fp.rel} is unreadable ({fp.expected}, found {fp.found})"
+        if kind == "snapshot":
+            return Problem(SNAPSHOT_CORRUPT.id, message, ev, _corrupt_error(fp))
+        if kind == "zip":
             return Problem(
                 FILE_CORRUPT.id,
-                f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                (Evidence(self.display(rel), exc.offset, exc.expected, exc.found),),
-                SparkError(None, None, "ZLIB" if exc.kind == "truncated" else rel.rsplit("/", 1)[-1]),
+                message,
+                ev,
+                SparkError(None, None, "ZLIB" if fp.error_kind == "truncated" else fp.name),
             )
-        for sst in parsed.metadata.sst_files:
-            entry = self.store.ssts.get(sst.dfs_sst_file_name)
-            sst_rel = f"{self.store.rel}/SSTs/{sst.dfs_sst_file_name}"
-            name = sst.dfs_sst_file_name
-            if entry is not None and entry.size == sst.size_bytes and name in self.store.hadoop_crc:
-                damaged = self.hadoop_mismatch(sst_rel, ck.location.read(sst_rel))
-                if damaged is not None:  # Spark loads it anyway: a finding, not a broken chain
-                    self.notes.append(
-                        Problem(
-                            SST_CORRUPT.id,
-                            f"{sst_rel} differs from its Hadoop sidecar {damaged[1]} from byte {damaged[0]} on: "
-                            "Spark loads it, and a batch that reads the damaged block fails",
-                            (Evidence(self.display(sst_rel), damaged[0], f"the bytes {damaged[1]} covers", "others"),),
-                            None,
-                        )
-                    )
-            if entry is None:
-                return Problem(
-                    SST_MISSING.id,
-                    f"{sst_rel} is missing; {rel} lists it",
-                    (Evidence(self.display(sst_rel), expected="a file", found="none"), Evidence(self.display(rel))),
-                    E.file_not_found(sst.dfs_sst_file_name),
-                )
-            if entry.size != sst.size_bytes:
-                return Problem(
-                    SST_MISSING.id,
-                    f"{sst_rel} has {entry.size} bytes; {rel} lists {sst.size_bytes}",
-                    (Evidence(self.display(sst_rel), expected=f"{sst.size_bytes} bytes", found=f"{entry.size} bytes"),),
-                    SparkError(None, None, sst.dfs_sst_file_name),
-                )
-        if self.ctx.deep and not any(n.rule == SST_CORRUPT.id for n in self.notes):
-            unreadable = self.sst_contents(rel, parsed.metadata.sst_files)
-            if unreadable is not None:
-                self.notes.append(unreadable)
-        return None
-
-    def sst_contents(self, zip_rel: str, ssts: Sequence[Any]) -> Problem | None:
-        """--deep: open the zip's database with RocksDB and read every key, so RocksDB checks every block's
-        checksum. Spark reads only the blocks a batch needs, so whether (and when) the restart fails on a
-        damaged block the files cannot tell: the finding leaves the verdict unknown."""
-        from ckptfix.state import rocks  # the RocksDB reader (rocksdict); state is this layer's sibling
-
-        ck = self.ctx.ckpt
-
-        def loader(name: str) -> Callable[[], bytes]:
-            return lambda: ck.location.read(f"{self.store.rel}/SSTs/{name}")
-
-        sources: dict[str, bytes | Callable[[], bytes]] = {
-            s.dfs_sst_file_name: loader(s.dfs_sst_file_name) for s in ssts
-        }
-        try:
-            with rocks.RocksSnapshot.materialize(
-                ck.read(zip_rel), self.display(zip_rel), sources, merge_delimiter=rocks.merge_delimiter(self.ctx.conf)
-            ) as snap:
-                snap.count()
-        except MissingExtra:
-            self.skipped.append(f"{zip_rel}: SST contents not verified (needs ckptfix[rocksdb])")
-            return None
-        except FormatError as exc:
-            return Problem(
-                SST_CORRUPT.id,
-                f"{exc.path} fails RocksDB's block checksum verification ({exc.found}): Spark loads it, and a "
-                "batch that reads the damaged block fails",
-                (Evidence(exc.path, exc.offset, exc.expected, exc.found),),
-                None,
-            )
-        return None
-
-    def rocksdb_chain(self, base: int, base_uid: str | None, steps: Sequence[tuple[int, str | None]]) -> Problem | None:
-        """Changelogs after a base zip (already checked) or after the empty state (base 0)."""
-        for v, uid in steps:
-            rel = self.rel(v, "changelog", uid)
-            if not self.has(v, "changelog", uid):
-                return Problem(
-                    CHAIN.id,
-                    f"{rel} is missing; version {self.N} = "
-                    f"{f'{base}.zip' if base else 'empty state'} + changelogs up to {self.N}",
-                    (Evidence(self.display(rel), expected="a file", found="none"),),
-                    E.streaming_file_missing(self.ctx.target, rel),
-                )
-        for v, uid in steps:
-            rel = self.rel(v, "changelog", uid)
-            try:
-                exc = self.read_verified(rel, "changelog")
-            except _ChecksumFailure as cf:
-                return cf.problem(self)
-            if exc is not None:
-                return self.unreadable(rel, exc)
-        return None
+        return Problem(FILE_CORRUPT.id, message, ev, _corrupt_error(fp))
 
     def fall_back(self, problem: Problem) -> bool:
         """Spark 4.2+ skips a snapshot it cannot load and tries the next older one (then the
@@ -411,99 +277,111 @@ class StoreCheck:
         self.notes.append(Problem(problem.rule, note, problem.evidence, None, "warning"))
         return True
 
-    def rocksdb(self) -> Problem | None:
-        N = self.N
-        if self.uid is None:
-            zips = sorted((v for v in self.store.versions("zip") if v <= N), reverse=True)
-            for S in zips:
-                problem = self.rocksdb_zip(S, None)
-                if problem is None:
-                    return self.rocksdb_chain(S, None, [(v, None) for v in range(S + 1, N + 1)])
-                if not self.fall_back(problem):
-                    return problem
-            return self.rocksdb_chain(0, None, [(v, None) for v in range(1, N + 1)])
-        uid = self.uid
-        if self.has(N, "zip", uid):
-            return self.rocksdb_zip(N, uid)
-        rel = self.rel(N, "changelog", uid)
-        if not self.has(N, "changelog", uid):
+    def gap(self, chain: chains.Chain) -> Problem:
+        assert chain.gap is not None
+        rel = chain.gap.path
+        base = chain.base.name if chain.base else "empty state"
+        if self.provider == "hdfs":
             return Problem(
                 CHAIN.id,
-                f"{rel} is missing; commits name it as version {N}",
+                f"{rel} is missing; version {self.N} = {base} + deltas {chain.base_version + 1}..{self.N}",
                 (Evidence(self.display(rel), expected="a file", found="none"),),
-                E.streaming_file_missing(self.ctx.target, rel),
+                E.delta_missing(self.ctx.target, rel),
             )
+        return Problem(
+            CHAIN.id,
+            f"{rel} is missing; version {self.N} = {base} + changelogs up to {self.N}",
+            (Evidence(self.display(rel), expected="a file", found="none"),),
+            E.streaming_file_missing(self.ctx.target, rel),
+        )
+
+    def chain_v1(self) -> Problem | None:
+        """HDFS: the newest readable snapshot + deltas; RocksDB: the newest loadable zip + changelogs. Spark
+        reads the base first; 4.2+ skips a base it cannot load for an older one."""
+        snap_kind, step_kind = chains.SNAPSHOT_KIND[self.provider], chains.STEP_KIND[self.provider]
+        exclude: set[int] = set()
+        while True:
+            chain = chains.plan(self.store, self.N, self.provider, exclude=exclude)
+            if chain.base is not None:
+                problem = self.check(chain.base.rel, snap_kind)
+                if problem is not None:
+                    # HDFS falls back from an unreadable snapshot; RocksDB from any zip it cannot load
+                    may = self.provider == "rocksdb" or problem.rule == SNAPSHOT_CORRUPT.id
+                    if may and self.fall_back(problem):
+                        exclude.add(chain.base.version)
+                        continue
+                    return problem
+            if chain.gap is not None:
+                return self.gap(chain)
+            for step in chain.steps:
+                problem = self.check(step.rel, step_kind)
+                if problem is not None:
+                    return problem
+            return None
+
+    def lineage(self, rel: str) -> statefile.ChangelogHeader:
+        raw = codec.decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
+        return statefile.parse_changelog_header(raw, self.display(rel))
+
+    def chain_v2(self, uid: str) -> Problem | None:
+        """Checkpoint format v2: the commit log names version N's unique id; its zip, or the lineage its
+        changelog names back to a zip (or to version 1)."""
+        N = self.N
+        top = self.rel(N, "changelog", uid)
         try:
-            raw = _decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
-            header = statefile.parse_changelog_header(raw, self.display(rel))
+            chain = chains.plan(self.store, N, "rocksdb", unique_id=uid, read_lineage=self.lineage)
+        except MissingExtra as exc:
+            self.skipped.append(f"{top}: the {self.codec} decoder, found {exc}")
+            return None
         except FormatError as exc:
-            if exc.kind in UNVERIFIABLE:
-                self.skipped.append(f"{rel}: {exc.expected}, found {exc.found}")
+            if exc.kind in verify.UNVERIFIABLE:
+                self.skipped.append(f"{top}: {exc.expected}, found {exc.found}")
                 return None
-            return self.unreadable(rel, exc)
-        lineage = [(e.version, e.checkpoint_unique_id) for e in (header.lineage or ())] + [(N, uid)]
-        base_index = max((i for i, (v, u) in enumerate(lineage) if self.has(v, "zip", u)), default=None)
-        if base_index is None:
-            if lineage[0][0] != 1:
+            if exc.kind != "missing-file":
+                return Problem(
+                    FILE_CORRUPT.id,
+                    f"{top} is unreadable ({exc.expected}, found {exc.found})",
+                    (Evidence(self.display(top), exc.offset, exc.expected, exc.found),),
+                    SparkError("java.io.EOFException", None, "EOFException"),
+                )
+            if exc.path == top:
                 return Problem(
                     CHAIN.id,
-                    f"no zip in the lineage of {rel} and it does not start at version 1",
-                    (Evidence(self.display(rel), note=f"lineage starts at {lineage[0][0]}"),),
-                    SparkError(None, None, "snapshot"),
+                    f"{top} is missing; commits name it as version {N}",
+                    (Evidence(self.display(top), expected="a file", found="none"),),
+                    E.streaming_file_missing(self.ctx.target, top),
                 )
-            return self.rocksdb_chain(0, None, lineage)
-        bv, bu = lineage[base_index]
-        return self.rocksdb_zip(bv, bu) or self.rocksdb_chain(bv, bu, lineage[base_index + 1 :])
+            return Problem(
+                CHAIN.id,
+                f"no zip in the lineage of {top} and it does not start at version 1",
+                (Evidence(self.display(top), note=f"lineage: {exc.found}"),),
+                SparkError(None, None, "snapshot"),
+            )
+        if chain.base is not None:
+            problem = self.check(chain.base.rel, "zip")
+            if problem is not None:
+                return problem
+        if chain.gap is not None:
+            return self.gap(chain)
+        for step in chain.steps:
+            problem = self.check(step.rel, "changelog")
+            if problem is not None:
+                return problem
+        return None
 
     def planned(self) -> list[str]:
         """The files the load most likely reads, from the listing alone (for prefetching)."""
-        N, files = self.N, []
-        if self.provider == "hdfs":
-            S = max((v for v in self.store.versions("snapshot") if v <= N), default=0)
-            if S:
-                files.append(self.rel(S, "snapshot"))
-            files += [self.rel(v, "delta") for v in range(S + 1, N + 1) if self.has(v, "delta")]
-        elif self.uid is None:
-            S = max((v for v in self.store.versions("zip") if v <= N), default=0)
-            if S:
-                files.append(self.rel(S, "zip"))
-            files += [self.rel(v, "changelog") for v in range(S + 1, N + 1) if self.has(v, "changelog")]
+        if self.uid is None:
+            files = [step.rel for step in chains.plan(self.store, self.N, self.provider).files]
         else:
-            kind = "zip" if self.has(N, "zip", self.uid) else "changelog"
-            files.append(self.rel(N, kind, self.uid))
+            kind = "zip" if (("zip", self.N, self.uid) in self.store.files) else "changelog"
+            files = [self.rel(self.N, kind, self.uid)]
         return files + [
             self.store.checksums[f.rsplit("/", 1)[-1]] for f in files if f.rsplit("/", 1)[-1] in self.store.checksums
         ]
 
     def run(self) -> Problem | None:
-        try:
-            return self.hdfs() if self.provider == "hdfs" else self.rocksdb()
-        except _ChecksumFailure as cf:
-            return cf.problem(self)
-
-
-class _ChecksumFailure(Exception):
-    def __init__(self, rel: str, why: str, hadoop_offset: int | None = None) -> None:
-        self.rel, self.why, self.hadoop_offset = rel, why, hadoop_offset
-
-    def problem(self, sc: StoreCheck) -> Problem:
-        at = self.hadoop_offset
-        return Problem(
-            CHECKSUM.id,
-            f"{self.rel}: {self.why}",
-            (Evidence(sc.display(self.rel), at, found=self.why),),
-            E.checksum_failed(self.rel) if at is None else E.hadoop_checksum(self.rel, at),
-        )
-
-
-def _provider(ctx: AuditContext, op: OperatorDir) -> str:
-    cls = ctx.conf.get(PROVIDER, "")
-    if "rocksdb" in cls.lower():
-        return "rocksdb"
-    if cls:
-        return "hdfs"
-    kinds = {s.provider for stores in op.partitions.values() for s in stores.values()}
-    return "rocksdb" if "rocksdb" in kinds else "hdfs"
+        return self.chain_v1() if self.uid is None else self.chain_v2(self.uid)
 
 
 def _unique_ids(ctx: AuditContext, version: int) -> dict[str, list[list[str]]] | None:
@@ -578,7 +456,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 "audit with --stateful (Spark then fails to load state)",
             )
         if stateful and N > 0 and ctx.latest_offset is not None:
-            provider = "rocksdb" if "rocksdb" in ctx.conf.get(PROVIDER, "").lower() else "hdfs"
+            provider = providers.of(ctx.conf).kind
             first = f"/1.{'delta' if provider == 'hdfs' else 'changelog'}"  # which partition fails first varies
             if ctx.target.reports_missing_state_directory:
                 err = E.state_dir_missing()
@@ -612,7 +490,15 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 f"operator {op_id} has partition directories {extra} beyond the recorded {n} partitions",
                 [Evidence(ck.display(f"{op.rel}/{p}")) for p in extra[:3]],
             )
-        provider = _provider(ctx, op)
+        found = providers.of(ctx.conf, op)
+        provider = found.kind
+        if found.custom:
+            yield CUSTOM_PROVIDER.finding(
+                f"operator {op_id} is kept by {found.cls}, not one of Spark's providers: its files are checked as "
+                f"the {provider} layout they show, but how that class loads them the files cannot tell",
+                [Evidence(ck.display("offsets"), expected="one of Spark's provider classes", found=found.cls)],
+                undecided=True,
+            )
         checks: list[tuple[int, StoreCheck]] = []
         for p in expected:
             for s_index, store_name in enumerate(store_names):
@@ -668,6 +554,7 @@ def _as_finding(problem: Problem, stage: int | None = None) -> Finding:
 
 
 def _deep_state(ctx: AuditContext) -> Iterator[Finding]:
+    """--deep: every state file outside the restart's chain, through the same file facts as the chain's."""
     ck = ctx.ckpt
     conf_codec = codec.normalize(ctx.conf.get(CODEC, "lz4"))
     for op in ck.state.operators.values():
@@ -677,14 +564,12 @@ def _deep_state(ctx: AuditContext) -> Iterator[Finding]:
                     if ck.was_read(rel):  # already verified as part of the chain
                         continue
                     try:
-                        data = ck.read(rel)
-                        if kind == "zip":
-                            rocksdbzip.parse(data, ck.display(rel))
-                        else:
-                            statefile.verify(codec.decompress(conf_codec, data, ck.display(rel)), ck.display(rel), kind)  # type: ignore[arg-type]
+                        facts = verify.check_file(ck, store, rel, kind, conf_codec, read=ck.read)
                     except FormatError as exc:
-                        if exc.kind not in ("trailing-bytes", *UNVERIFIABLE):
+                        facts = [FileProblem(rel, "corrupt", exc.path, exc.offset, exc.expected, exc.found)]
+                    for fp in facts:
+                        if fp.kind in ("corrupt", "checksum", "hadoop-crc"):
                             yield STATE_OLD_CORRUPT.finding(
-                                f"{rel} is unreadable ({exc.expected}, found {exc.found})",
-                                [Evidence(ck.display(rel), exc.offset, exc.expected, exc.found)],
+                                f"{rel} is unreadable ({fp.expected}, found {fp.found})",
+                                [Evidence(ck.display(rel), fp.offset, fp.expected, fp.found)],
                             )

@@ -49,21 +49,18 @@ from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.formats import codec, offsetlog, statefile, unsaferow
 from ckptfix.formats.statefile import Record
 from ckptfix.repair.builder import PlanBuilder
-from ckptfix.state import records
 from ckptfix.state.read import ENCODING, ROW_CHECKSUM, Selection, select, store_chain
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
+from ckptfix.stores import provider as providers
+from ckptfix.stores import records
+from ckptfix.stores.provider import CLASSES, PROVIDER_CONF
 
 RULE = "MIGRATE-PROVIDER"
-PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROCKS_COMPRESSION_CONF = "spark.sql.streaming.stateStore.rocksdb.compression"
-CLASSES = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
 #: the provider Spark uses when the offset log records none (SQLConf default)
-DEFAULT_PROVIDER = "hdfs"
+DEFAULT_PROVIDER = providers.DEFAULT
 SOURCE_KINDS = {"hdfs": ("delta", "snapshot"), "rocksdb": ("zip", "changelog")}
 _VERSION_BYTE = bytes([unsaferow.STATE_ENCODING_VERSION])
 
@@ -96,12 +93,10 @@ class ProviderMigration:
 
 
 def provider_of(conf: Mapping[str, str]) -> str | None:
-    """``hdfs``/``rocksdb`` of a recorded providerClass; None for any other class."""
-    cls = conf.get(PROVIDER_CONF, CLASSES[DEFAULT_PROVIDER])
-    for name, full in CLASSES.items():
-        if cls == full or cls == full.rsplit(".", 1)[-1]:
-            return name
-    return None
+    """``hdfs``/``rocksdb`` of a recorded providerClass (Spark's default when none is recorded); None for any
+    other class (the store model, :mod:`ckptfix.stores.provider`)."""
+    found = providers.of(conf)
+    return None if found.custom else found.kind
 
 
 def plan_provider(
@@ -271,7 +266,7 @@ def _convert_store(
 
 def _to_rocksdb(sel: Selection, store: StoreDir, chain: Any, builder: PlanBuilder, spark4: bool) -> StoreMigration:
     """``spark4``: the target Spark is 4.x -- its zip metadata shape (column-family fields) and default codec."""
-    from ckptfix.state import rocks
+    from ckptfix.stores import rocks
 
     counted = [0]
 

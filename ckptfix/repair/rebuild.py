@@ -27,9 +27,9 @@ from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile
 from ckptfix.formats.statefile import Record
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
-from ckptfix.state import chain as chains
-from ckptfix.state import records
 from ckptfix.state.read import Selection, select, store_chain
+from ckptfix.stores import chain as chains
+from ckptfix.stores import records
 
 RULE = "STATE-REBUILD"
 RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
@@ -194,7 +194,7 @@ def _rocks_snapshot(
     reason: str,
     skipped: list[str],
 ) -> StoreRebuild:
-    from ckptfix.state import rocks
+    from ckptfix.stores import rocks
 
     meta: dict[str, Any] = content.pop()
     n = sel.version

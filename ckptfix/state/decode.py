@@ -37,8 +37,8 @@ from ckptfix.formats.unsaferow import (
     StructType,
     decode_row,
 )
-from ckptfix.state.records import Pair
 from ckptfix.state.schemas import StoreSchema
+from ckptfix.stores.records import Pair
 
 CF = struct.Struct("<h")
 LEN = struct.Struct("<i")

@@ -14,10 +14,9 @@ from typing import Any
 
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
-from ckptfix.formats import hadoopcrc, rocksdbzip
-from ckptfix.state import chain as chains
-from ckptfix.state import records, rocks
 from ckptfix.state.read import select, store_chain
+from ckptfix.stores import chain as chains
+from ckptfix.stores import rocks, verify
 
 
 @dataclass
@@ -212,62 +211,24 @@ def _verify(sel: Any, chain: chains.Chain, checked: dict[str, str | None]) -> It
             yield str(checked[step.rel])
 
 
-def _hadoop_crc(ckpt: Checkpoint, store: Any, rel: str, data: bytes) -> str | None:
-    """A zip or SST that differs from its Hadoop ``.<name>.crc`` (local file systems): Spark verifies a zip's
-    on load; an SST's bytes are no longer what Spark wrote. (Deltas, snapshots and changelogs carry lz4 block
-    checksums, checked when they are decoded.)"""
-    crc_rel = store.hadoop_crc.get(rel.rsplit("/", 1)[-1])
-    if crc_rel is None:
-        return None
-    try:
-        crc = hadoopcrc.parse(ckpt.location.read(crc_rel), ckpt.display(crc_rel))
-    except FormatError:
-        return None
-    at = hadoopcrc.first_mismatch(crc, data)
-    return (
-        None if at is None else f"{ckpt.display(rel)}: at byte {at}: expected the bytes {crc_rel} covers, found others"
-    )
-
-
 def _delimiter(sel: Any) -> bytes:
     found = sel.delimiter
     return rocks.MERGE_DELIMITERS[rocks.MERGE_OPERATOR_VERSION_ABSENT] if found is None else found
 
 
 def _file_problem(sel: Any, store: Any, step: chains.Step) -> str | None:
-    """Every byte of one state file: its checksum sidecars, its framing decoded to the end, and for a RocksDB
-    zip its CRCs, its SSTs (present, listed size, sidecars) and every block of the database it makes."""
-    ckpt = sel.ckpt
+    """Every byte of one state file (the store model's facts, :mod:`ckptfix.stores.verify`): its checksum
+    sidecars, its framing decoded to the end, and for a RocksDB zip its CRCs, its SSTs (present, listed size,
+    sidecars) and every block of the database it makes. Any damaged byte counts, even one Spark's load would
+    not notice (a stale SST sidecar, a bad block): the versions using the file are not vouched for."""
     try:
-        data = records.read_file(ckpt, step, store.checksums)  # the 4.x JSON sidecar
-        if step.kind != "zip":
-            for _ in records.file_records(ckpt, step, sel.codec, store.checksums):  # decodes it all
-                pass
-            return None
-        bad = _hadoop_crc(ckpt, store, step.rel, data)
-        if bad is not None:
-            return bad
-        meta = rocksdbzip.parse(data, ckpt.display(step.rel)).metadata  # zip CRCs
-        sources: dict[str, Any] = {}
-        for sst in meta.sst_files:
-            entry = store.ssts.get(sst.dfs_sst_file_name)
-            rel = f"{store.rel}/SSTs/{sst.dfs_sst_file_name}"
-            if entry is None:
-                return f"{ckpt.display(rel)}: missing; {step.name} lists it"
-            if entry.size != sst.size_bytes:
-                return f"{ckpt.display(rel)}: {entry.size} bytes; {step.name} lists {sst.size_bytes}"
-            sst_bytes = ckpt.location.read(rel)
-            bad = _hadoop_crc(ckpt, store, rel, sst_bytes)
-            if bad is not None:
-                return bad
-            sources[sst.dfs_sst_file_name] = sst_bytes
-        with rocks.RocksSnapshot.materialize(
-            data, ckpt.display(step.rel), sources, merge_delimiter=_delimiter(sel)
-        ) as snap:
-            snap.count()  # RocksDB verifies every block's checksum
-        return None
-    except FormatError as exc:
+        facts = verify.check_file(
+            sel.ckpt, store, step.rel, step.kind, sel.codec, deep=True, merge_delimiter=_delimiter(sel)
+        )
+    except FormatError as exc:  # an unreadable file (permission, vanished)
         return str(exc)
+    bad = next((fp for fp in facts if fp.kind in verify.FATAL or fp.kind in verify.LATENT), None)
+    return None if bad is None else str(bad)
 
 
 __all__ = ["StateListing", "list_state", "ranges"]

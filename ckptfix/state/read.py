@@ -30,10 +30,11 @@ from ckptfix.formats.unsaferow import (
     StringType,
     StructType,
 )
-from ckptfix.state import chain as chains
-from ckptfix.state import records
 from ckptfix.state.decode import Decoder, column_family_of, decode_pair, plain_rows
 from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, store_schema
+from ckptfix.stores import chain as chains
+from ckptfix.stores import provider as providers
+from ckptfix.stores import records
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
@@ -72,7 +73,7 @@ class Selection:
     def delimiter(self) -> bytes | None:
         """RocksDB's merge (list append) delimiter, by the frozen mergeOperatorVersion;
         None when there is no offset log to tell."""
-        from ckptfix.state import rocks
+        from ckptfix.stores import rocks
 
         if not self.conf:
             return None
@@ -131,11 +132,7 @@ def _conf_for(ckpt: Checkpoint, batch: int) -> dict[str, str]:
 
 
 def _provider(conf: Mapping[str, str], op: OperatorDir) -> str:
-    cls = conf.get(PROVIDER, "")
-    if cls:
-        return "rocksdb" if "rocksdb" in cls.lower() else "hdfs"
-    kinds = {s.provider for stores in op.partitions.values() for s in stores.values()}
-    return "rocksdb" if "rocksdb" in kinds else "hdfs"
+    return providers.of(conf, op).kind
 
 
 def select(

@@ -47,6 +47,8 @@ class Chain:
     provider: str  # hdfs | rocksdb
     base: Step | None  # None: the empty state (version 0)
     steps: tuple[Step, ...]  # deltas / changelogs after the base, oldest first
+    #: from :func:`plan` only: the first file the load needs that is not there (``steps`` stop before it)
+    gap: FormatError | None = None
 
     @property
     def base_version(self) -> int:
@@ -85,12 +87,39 @@ def resolve(
 ) -> Chain:
     """The chain for ``version`` of ``store``; FormatError (kind ``missing-file``) names the
     first file the load needs that is not there. ``from_snapshot`` is a base *version*."""
+    chain = plan(
+        store,
+        version,
+        provider,
+        unique_id=unique_id,
+        from_snapshot=from_snapshot,
+        exclude=exclude,
+        read_lineage=read_lineage,
+    )
+    if chain.gap is not None:
+        raise chain.gap
+    return chain
+
+
+def plan(
+    store: StoreDir,
+    version: int,
+    provider: str,
+    *,
+    unique_id: str | None = None,
+    from_snapshot: int | None = None,
+    exclude: Collection[int] = (),
+    read_lineage: Callable[[str], statefile.ChangelogHeader] | None = None,
+) -> Chain:
+    """As :func:`resolve`, but a missing delta/changelog comes back as ``gap`` with the base and the
+    steps before it: Spark reads the base first, so a damaged base is what it meets first. A missing base
+    named explicitly (``from_snapshot``), a bad version and an unknown provider still raise."""
     if version < 0:
         raise FormatError(store.rel, 0, "a state version >= 0", str(version), kind="bad-version")
     if provider not in SNAPSHOT_KIND:
         raise FormatError(store.rel, 0, "an HDFS-backed or RocksDB state store", provider, kind="unknown-provider")
     if unique_id is not None and from_snapshot is None:
-        return _resolve_v2(store, version, unique_id, exclude, read_lineage)
+        return _plan_v2(store, version, unique_id, exclude, read_lineage)
     snap_kind, step_kind = SNAPSHOT_KIND[provider], STEP_KIND[provider]
     if from_snapshot is not None:
         if from_snapshot > version:
@@ -121,13 +150,14 @@ def resolve(
         if not entries:
             rel = _rel(store, v, step_kind)
             base_text = base.name if base else "the empty state"
-            raise missing(store, rel, f"version {version} = {base_text} + {step_kind}s {start + 1}..{version}")
+            gap = missing(store, rel, f"version {version} = {base_text} + {step_kind}s {start + 1}..{version}")
+            return Chain(store, version, provider, base, tuple(steps), gap)
         uid = entries[0][0]
         steps.append(Step(_rel(store, v, step_kind, uid), step_kind, v, uid))
     return Chain(store, version, provider, base, tuple(steps))
 
 
-def _resolve_v2(
+def _plan_v2(
     store: StoreDir,
     version: int,
     uid: str,
@@ -163,11 +193,12 @@ def _resolve_v2(
     else:
         bv, bu = lineage[base_index]
         base, rest = Step(_rel(store, bv, "zip", bu), "zip", bv, bu), lineage[base_index + 1 :]
-    steps = []
+    steps: list[Step] = []
     for v, u in rest:
         step_rel = _rel(store, v, "changelog", u)
         if not has(v, "changelog", u):
-            raise missing(store, step_rel, f"named in the lineage of {rel.rsplit('/', 1)[-1]}")
+            gap = missing(store, step_rel, f"named in the lineage of {rel.rsplit('/', 1)[-1]}")
+            return Chain(store, version, "rocksdb", base, tuple(steps), gap)
         steps.append(Step(step_rel, "changelog", v, u))
     return Chain(store, version, "rocksdb", base, tuple(steps))
 

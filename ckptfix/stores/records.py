@@ -9,7 +9,7 @@ HDFS-backed stores stream: the deltas after the base snapshot are applied to an 
 (key -> value or removal), the overlay's puts are yielded, then the snapshot's records
 except the keys the overlay decides. Memory is one decompressed file plus the
 overlay, never the whole map. RocksDB stores are materialized on local disk by
-:mod:`ckptfix.state.rocks` and iterated from there.
+:mod:`ckptfix.stores.rocks` and iterated from there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ckptfix.errors import FormatError
 from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile
 from ckptfix.formats.statefile import Op, Record
 from ckptfix.formats.unsaferow import trim_value
-from ckptfix.state.chain import Chain, Step
+from ckptfix.stores.chain import Chain, Step
 
 #: key bytes, value bytes, the file they came from and the byte offsets of key and value in its
 #: decompressed stream (-1 where there is no such offset: RocksDB databases)
@@ -133,8 +133,8 @@ def rocksdb_pairs(
 ) -> Iterator[tuple[Iterator[Pair], dict]]:
     """(pairs iterator, zip metadata JSON fields) of a RocksDB store at ``chain.version``:
     the base zip materialized with its SSTs, the changelogs replayed on top. ``delimiter``:
-    the query's merge delimiter (:func:`ckptfix.state.rocks.merge_delimiter`)."""
-    from ckptfix.state import rocks
+    the query's merge delimiter (:func:`ckptfix.stores.rocks.merge_delimiter`)."""
+    from ckptfix.stores import rocks
 
     store = chain.store
     sidecars = store.checksums

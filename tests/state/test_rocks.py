@@ -1,4 +1,4 @@
-"""ckptfix.state.rocks on real Spark 4.3 RocksDB snapshots and changelogs, and live write-back.
+"""ckptfix.stores.rocks on real Spark 4.3 RocksDB snapshots and changelogs, and live write-back.
 
 Fixtures: ``tests/fixtures/formats/{rocksdb,rocksdb_v2,tws,tws_v2}`` (generator:
 ``tests/fixtures/formats/generate.py``) and ``tests/fixtures/state_rocks/merge_v{1,2}``
@@ -24,7 +24,7 @@ import pytest
 from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import codec, rocksdbzip, schema, statefile, unsaferow
 from ckptfix.formats.statefile import Op, Record
-from ckptfix.state.rocks import (
+from ckptfix.stores.rocks import (
     MERGE_DELIMITERS,
     NO_COLUMN_FAMILIES_4X,
     RocksSnapshot,

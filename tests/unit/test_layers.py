@@ -16,6 +16,7 @@ LAYER = {
     "storage": 0,
     "formats": 0,
     "checkpoint": 1,
+    "stores": 1,
     "audit": 2,
     "state": 2,
     "inspect": 2,

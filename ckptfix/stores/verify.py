@@ -1,0 +1,215 @@
+"""What is wrong with one state file, as facts: the single place that checks a state file's bytes.
+
+``audit`` turns these facts into a restart prediction (a stale Hadoop ``.crc`` of a zip fails Spark 3.5's
+load; one of an SST does not), ``state ls --verify`` into loadable versions (any damaged byte breaks the
+versions that use the file): both read the same facts, so they cannot disagree about a file.
+
+Order of the checks, as Spark meets them: a zip's Hadoop ``.<name>.crc`` (verified by Hadoop's local
+ChecksumFileSystem when Spark opens it), the 4.x JSON checksum sidecar ``<name>.crc``, then the content
+(lz4/zstd/snappy stream and record framing to the end marker; a zip's CRCs and metadata), then, for a zip,
+its SSTs (present, of the listed size, against their Hadoop sidecars) and, when asked (``deep``), every
+block of the database they make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ckptfix.checkpoint import Checkpoint, StoreDir
+from ckptfix.errors import FormatError, MissingExtra
+from ckptfix.formats import codec, filechecksum, hadoopcrc, rocksdbzip, statefile
+
+#: a file the load cannot use
+FATAL = frozenset({"hadoop-crc", "checksum", "corrupt", "sst-missing", "sst-size"})
+#: damaged bytes that Spark's load does not notice (a batch reading them may fail later)
+LATENT = frozenset({"sst-hadoop-crc", "sst-blocks"})
+#: facts that do not make the file unusable
+BENIGN = frozenset({"trailing", "unverifiable"})
+#: FormatError kinds of the codec layer meaning "cannot check", not "damaged"
+UNVERIFIABLE = ("unknown-codec", "missing-extra")
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    rel: str  # the file at fault (a state file, or an SST a zip lists), checkpoint-relative
+    kind: str  # one of FATAL | LATENT | BENIGN
+    where: str  # how messages name the file (a URL, or the path inside its decompressed content)
+    offset: int | None
+    expected: str
+    found: str
+    #: the damage is in the compression stream (lz4-java's "Stream is corrupted"), not in the records
+    codec_layer: bool = False
+    sidecar: str | None = None  # the sidecar the file was compared with
+    zip: str | None = None  # for SST problems: the zip that lists the SST
+    error_kind: str | None = None  # the parser's kind (truncated, empty, bad-block, ...)
+
+    def __str__(self) -> str:
+        at = f": at byte {self.offset}" if self.offset is not None else ""
+        return f"{self.where}{at}: expected {self.expected}, found {self.found}"
+
+    @property
+    def name(self) -> str:
+        return self.rel.rsplit("/", 1)[-1]
+
+
+def hadoop_mismatch(ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes) -> tuple[int, str] | None:
+    """(first differing byte, sidecar) when ``data`` differs from its Hadoop ``.<name>.crc`` (written on local
+    file systems; copies in object stores may carry them along). An unreadable sidecar Hadoop ignores too."""
+    crc_rel = store.hadoop_crc.get(rel.rsplit("/", 1)[-1])
+    if crc_rel is None:
+        return None
+    try:
+        crc = hadoopcrc.parse(ckpt.read(crc_rel), ckpt.display(crc_rel))
+    except FormatError:
+        return None
+    at = hadoopcrc.first_mismatch(crc, data)
+    return None if at is None else (at, crc_rel)
+
+
+def sidecar_mismatch(ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes) -> tuple[str, str] | None:
+    """(why, sidecar) when ``data`` differs from its 4.x JSON checksum sidecar ``<name>.crc``."""
+    sidecar = store.checksums.get(rel.rsplit("/", 1)[-1])
+    if sidecar is None:
+        return None
+    try:
+        why = filechecksum.mismatch(filechecksum.parse(ckpt.read(sidecar), ckpt.display(sidecar)), data)
+    except FormatError:
+        return None
+    return None if not why else (why, sidecar)
+
+
+def check_file(
+    ckpt: Checkpoint,
+    store: StoreDir,
+    rel: str,
+    kind: str,
+    codec_name: str,
+    *,
+    read: Callable[[str], bytes] | None = None,
+    deep: bool = False,
+    merge_delimiter: bytes | None = None,
+) -> list[FileProblem]:
+    """The problems of one state file (``kind``: snapshot | delta | changelog | zip), ending at the first
+    FATAL one. ``read`` reads the file itself (the audit's cached reader; default: straight from storage);
+    SSTs are always read straight from storage. ``deep``: open a zip's database and read every key."""
+    display = ckpt.display(rel)
+    data = (read or ckpt.location.read)(rel)
+    out: list[FileProblem] = []
+    if kind == "zip":
+        hadoop = hadoop_mismatch(ckpt, store, rel, data)
+        if hadoop is not None:
+            at, crc_rel = hadoop
+            return [
+                FileProblem(rel, "hadoop-crc", display, at, f"the bytes {crc_rel} covers", "others", sidecar=crc_rel)
+            ]
+    side = sidecar_mismatch(ckpt, store, rel, data)
+    if side is not None:
+        why, sidecar = side
+        return [FileProblem(rel, "checksum", display, None, f"the content {sidecar} describes", why, sidecar=sidecar)]
+    if kind == "zip":
+        return _zip(ckpt, store, rel, data, deep, merge_delimiter)
+    try:
+        raw = codec.decompress(codec_name, data, display)
+    except FormatError as exc:
+        if exc.kind in UNVERIFIABLE:
+            return [FileProblem(rel, "unverifiable", exc.path, exc.offset, exc.expected, exc.found)]
+        return [
+            FileProblem(
+                rel, "corrupt", exc.path, exc.offset, exc.expected, exc.found, codec_layer=True, error_kind=exc.kind
+            )
+        ]
+    except MissingExtra as exc:
+        return [FileProblem(rel, "unverifiable", display, None, f"the {codec_name} decoder", str(exc))]
+    try:
+        statefile.verify(raw, f"{display} (offsets in its {codec_name}-decompressed content)", kind)  # type: ignore[arg-type]
+    except FormatError as exc:
+        k = "trailing" if exc.kind == "trailing-bytes" else "corrupt"
+        out.append(FileProblem(rel, k, exc.path, exc.offset, exc.expected, exc.found, error_kind=exc.kind))
+    return out
+
+
+def _zip(
+    ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes, deep: bool, merge_delimiter: bytes | None
+) -> list[FileProblem]:
+    display = ckpt.display(rel)
+    try:
+        meta = rocksdbzip.parse(data, display).metadata
+    except FormatError as exc:
+        return [FileProblem(rel, "corrupt", exc.path, exc.offset, exc.expected, exc.found, error_kind=exc.kind)]
+    out: list[FileProblem] = []
+    name = rel.rsplit("/", 1)[-1]
+    for sst in meta.sst_files:
+        sst_name = sst.dfs_sst_file_name
+        sst_rel = f"{store.rel}/SSTs/{sst_name}"
+        entry = store.ssts.get(sst_name)
+        if entry is None:
+            return [
+                *out,
+                FileProblem(
+                    sst_rel, "sst-missing", ckpt.display(sst_rel), None, f"a file ({name} lists it)", "none", zip=rel
+                ),
+            ]
+        if entry.size != sst.size_bytes:
+            return [
+                *out,
+                FileProblem(
+                    sst_rel,
+                    "sst-size",
+                    ckpt.display(sst_rel),
+                    None,
+                    f"{sst.size_bytes} bytes ({name} lists it)",
+                    f"{entry.size} bytes",
+                    zip=rel,
+                ),
+            ]
+        if sst_name in store.hadoop_crc:
+            damaged = hadoop_mismatch(ckpt, store, sst_rel, ckpt.location.read(sst_rel))
+            if damaged is not None:
+                at, crc_rel = damaged
+                out.append(
+                    FileProblem(
+                        sst_rel,
+                        "sst-hadoop-crc",
+                        ckpt.display(sst_rel),
+                        at,
+                        f"the bytes {crc_rel} covers",
+                        "others",
+                        sidecar=crc_rel,
+                        zip=rel,
+                    )
+                )
+    if deep and not out:
+        out.extend(_blocks(ckpt, store, rel, data, meta.sst_files, merge_delimiter))
+    return out
+
+
+def _blocks(
+    ckpt: Checkpoint,
+    store: StoreDir,
+    rel: str,
+    data: bytes,
+    ssts: Sequence[rocksdbzip.SstFile],
+    merge_delimiter: bytes | None,
+) -> list[FileProblem]:
+    """Open the zip's database with RocksDB and read every key: RocksDB verifies every block's checksum."""
+    from ckptfix.stores import rocks
+
+    def loader(name: str) -> Callable[[], bytes]:
+        return lambda: ckpt.location.read(f"{store.rel}/SSTs/{name}")
+
+    sources: dict[str, bytes | Callable[[], bytes]] = {s.dfs_sst_file_name: loader(s.dfs_sst_file_name) for s in ssts}
+    delimiter = (
+        rocks.MERGE_DELIMITERS[rocks.MERGE_OPERATOR_VERSION_ABSENT] if merge_delimiter is None else merge_delimiter
+    )
+    try:
+        with rocks.RocksSnapshot.materialize(data, ckpt.display(rel), sources, merge_delimiter=delimiter) as snap:
+            snap.count()
+    except MissingExtra as exc:
+        return [FileProblem(rel, "unverifiable", ckpt.display(rel), None, "SST contents verified by RocksDB", str(exc))]
+    except FormatError as exc:
+        return [FileProblem(rel, "sst-blocks", exc.path, exc.offset, exc.expected, exc.found, zip=rel)]
+    return []
+
+
+__all__ = ["BENIGN", "FATAL", "LATENT", "FileProblem", "check_file", "hadoop_mismatch", "sidecar_mismatch"]
