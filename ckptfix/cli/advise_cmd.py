@@ -9,7 +9,20 @@ from pathlib import Path
 import typer
 
 from ckptfix.advise.analyze import LEVELS, Advice
-from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, out, storage_options
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    StorageOption,
+    emit,
+    err,
+    guarded,
+    note,
+    out,
+    storage_options,
+    write_out,
+)
 from ckptfix.errors import UsageError
 
 
@@ -41,6 +54,7 @@ def advise(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Per query: batch duration, state commit time per task and its share of the batch, RocksDB commit phases,
     and recommendations with the numbers and thresholds behind them.
@@ -64,20 +78,19 @@ def advise(
             raise UsageError(f"--strict: {len(a.skipped)} input lines skipped; first: {a.skipped[0]}")
         if chart is not None:
             from ckptfix.advise.chart import html
-            from ckptfix.storage import open_location
 
-            target = chart.resolve()
-            open_location(str(target.parent)).write_atomic(target.name, html(a).encode("utf-8"))
+            write_out(chart, html(a).encode("utf-8"))
         return a
 
     a = guarded(fmt, run)
     if fmt is Format.json:
-        print(render.to_json(a))
+        emit(render.to_json(a))
     else:
-        render.summary(a, err())
+        if not quiet:
+            render.summary(a, err())
         render.text(a, out())
         if chart is not None:
-            err().print(f"chart written to {chart}", highlight=False, soft_wrap=True)
+            note(quiet, f"chart written to {chart}")
     worst = a.worst_level()
     if fail_on is not FailOn.never and worst is not None and LEVELS.index(worst) >= LEVELS.index(fail_on.value):
         raise typer.Exit(1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import typer
@@ -13,6 +12,7 @@ from ckptfix.cli.common import (
     FormatOption,
     QuietOption,
     StorageOption,
+    emit,
     err,
     fail,
     guarded,
@@ -104,7 +104,7 @@ def async_off(
     )
     outcome = guarded(fmt, lambda: run(checkpoint, query, options, show))
     if fmt is Format.json:
-        print(json.dumps({"schema_version": jsonout.SCHEMA_VERSION, "async_off": outcome.to_json()}, default=str))
+        emit(jsonout.document(async_off=outcome.to_json()))
     else:
         c = out()
         if outcome.status == "planned":

@@ -15,8 +15,9 @@ from ckptfix.cli.common import (
     QuietOption,
     RichObserver,
     StorageOption,
-    err,
+    emit,
     guarded,
+    note,
     out,
     storage_options,
 )
@@ -99,18 +100,21 @@ def audit(
             "stateful_operators": [f"{o.operator_id}:{o.name}" for o in query.operators],
         }
     if fmt is Format.json:
-        print(jsonout.report(report))
+        emit(jsonout.report(report))
     else:
         text.report(report, out())
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
-    if not quiet:
-        err().print(
-            f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} info; "
-            f"read {report.stats.files_read} of {report.stats.entries_listed} entries",
-            highlight=False,
-        )
+    note(
+        quiet,
+        f"{_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}, {counts['info']} info; "
+        f"read {report.stats.files_read} of {report.stats.entries_listed} entries",
+    )
     if fail_on is not FailOn.never and report.fails(fail_on.value):
         raise typer.Exit(1)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _conf_pairs(confs: list[str]) -> dict[str, str]:
@@ -150,20 +154,10 @@ def _against(
     return ckpt, describe(against, spark, ckpt.recorded_conf())
 
 
-def rules(fmt: Format = FormatOption) -> None:
+def rules(fmt: Format = FormatOption, quiet: bool = QuietOption) -> None:
     """List every audit rule: id, default severity, title, what it means and the fix."""
     if fmt is Format.json:
-        import json
-
-        print(
-            json.dumps(
-                [
-                    {"id": r.id, "severity": r.severity, "title": r.title, "docs": r.docs, "fix": r.fix}
-                    for r in RULES.values()
-                ],
-                indent=2,
-            )
-        )
+        emit(jsonout.rules(RULES.values()))
         return
     console = out()
     for r in RULES.values():

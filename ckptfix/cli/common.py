@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -13,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout
-from ckptfix.storage import parse_storage_options
+from ckptfix.storage import open_location, parse_storage_options
 
 T = TypeVar("T")
 
@@ -34,21 +36,61 @@ StorageOption = typer.Option(
 EndpointOption = typer.Option(
     None, "--endpoint-url", help="S3-compatible endpoint URL (sets client_kwargs.endpoint_url)."
 )
-QuietOption = typer.Option(False, "--quiet", "-q", help="No progress on stderr.")
+QuietOption = typer.Option(
+    False, "--quiet", "-q", help="Only the result on stdout: no progress, summary or hint on stderr (errors still)."
+)
+
+
+def stdout_gone() -> None:
+    """The reader of stdout went away (``ckptfix ... | head``): everything still to print goes to
+    /dev/null, so the command ends quietly, with the exit code of its result, as other Unix tools do."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class _Stdout(Console):
+    def on_broken_pipe(self) -> None:  # rich's default exits 1
+        self.quiet = True
+        stdout_gone()
 
 
 def out() -> Console:
-    return Console(file=sys.stdout, soft_wrap=False)
+    """Where results go (stdout)."""
+    return _Stdout(file=sys.stdout, soft_wrap=False)
 
 
 def err() -> Console:
+    """Where messages go (stderr): progress, summaries, hints and errors."""
     return Console(file=sys.stderr)
+
+
+def note(quiet: bool, message: str) -> None:
+    """A message that is not the result (a summary, a dry-run hint): stderr, unless --quiet."""
+    if not quiet:
+        err().print(message, highlight=False, markup=False, soft_wrap=True)
+
+
+def emit(document: str) -> None:
+    """Print one rendered document on stdout; a closed pipe ends quietly (see :func:`stdout_gone`)."""
+    try:
+        sys.stdout.write(document + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_gone()
+
+
+def write_out(path: Path, data: bytes) -> None:
+    """A local file an option names (--plan-out, --chart): written under a temporary name in the same
+    directory and renamed, so a failure never leaves half a file."""
+    target = path.resolve()
+    open_location(str(target.parent)).write_atomic(target.name, data)
 
 
 def fail(fmt: Format, message: str, kind: str) -> NoReturn:
     """One line (or one JSON document) and exit 2."""
     if fmt is Format.json:
-        print(jsonout.error(message, kind))
+        emit(jsonout.error(message, kind))
     else:
         err().print(f"ckptfix: error: {message}", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(2)

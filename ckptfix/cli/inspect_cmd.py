@@ -3,7 +3,17 @@ from __future__ import annotations
 import typer
 
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, guarded, out, storage_options
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    StorageOption,
+    emit,
+    guarded,
+    out,
+    storage_options,
+)
 from ckptfix.inspect import inspect_checkpoint
 from ckptfix.render import jsonout, text
 
@@ -13,11 +23,12 @@ def inspect(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Show what a checkpoint holds: query id, recorded conf, batches, sources, state."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     result = guarded(fmt, lambda: inspect_checkpoint(Checkpoint.open(checkpoint, opts)))
     if fmt is Format.json:
-        print(jsonout.inspection(result))
+        emit(jsonout.inspection(result))
     else:
         text.inspection(result, out())

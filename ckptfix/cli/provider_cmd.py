@@ -8,7 +8,16 @@ from pathlib import Path
 import typer
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
-from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, storage_options
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    StorageOption,
+    guarded,
+    note,
+    storage_options,
+)
 from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 
 
@@ -37,6 +46,7 @@ def provider(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Convert the state of the last committed version to another state store provider
     (HDFS -> RocksDB N.zip + SSTs, or RocksDB -> HDFS N.snapshot), delete the old provider's
@@ -73,9 +83,4 @@ def provider(
     )
     if fmt is Format.text:
         for key, value in result.session_confs.items():
-            err().print(
-                f"restart the query with {key}={value} (Spark does not keep it in the offset log)",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+            note(quiet, f"restart the query with {key}={value} (Spark does not keep it in the offset log)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import typer
@@ -14,11 +13,13 @@ from ckptfix.cli.common import (
     QuietOption,
     RichObserver,
     StorageOption,
-    err,
+    emit,
     guarded,
+    note,
     out,
     storage_options,
 )
+from ckptfix.render import jsonout
 
 DestStorageOption = typer.Option(
     [],
@@ -85,12 +86,12 @@ def relocate(
         else:
             doc = {"plan": plan.to_json(), "applied": False}
     if fmt is Format.json:
-        print(json.dumps({"schema_version": 1, "relocation": doc}, indent=2))
+        emit(jsonout.document(relocation=doc))
         return
-    _text(doc, do_apply)
+    _text(doc, do_apply, quiet)
 
 
-def _text(doc: dict[str, Any], applied: bool) -> None:
+def _text(doc: dict[str, Any], applied: bool, quiet: bool) -> None:
     p = doc["plan"]
     console = out()
     say = lambda s: console.print(s, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
@@ -120,4 +121,4 @@ def _text(doc: dict[str, Any], applied: bool) -> None:
             f"restart the query with checkpointLocation={p['dest_uri']}"
         )
     else:
-        err().print("dry run: nothing written; add --apply to relocate", highlight=False, soft_wrap=True)
+        note(quiet, "dry run: nothing written; add --apply to relocate")

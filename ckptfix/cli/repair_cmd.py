@@ -15,12 +15,16 @@ from ckptfix.cli.common import (
     EndpointOption,
     Format,
     FormatOption,
+    QuietOption,
     StorageOption,
+    emit,
     err,
     fail,
     guarded,
+    note,
     out,
     storage_options,
+    write_out,
 )
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
@@ -61,7 +65,7 @@ def carry_out(
     rebuild, provider migration), when the checkpoint audited as restartable before the run and
     does not after it."""
     if plan_out is not None:
-        guarded(fmt, lambda: plan_out.write_text(plan.dumps()))
+        guarded(fmt, lambda: write_out(plan_out, plan.dumps().encode()))
     run_id = None
     verdict = before = None
     if do_apply and not plan.empty:
@@ -71,7 +75,7 @@ def carry_out(
         run_id = guarded(fmt, lambda: engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds))
         verdict = guarded(fmt, audit_after).verdict
     if fmt is Format.json:
-        print(jsonout.plan(plan, unfixed, run_id, verdict))
+        emit(jsonout.plan(plan, unfixed, run_id, verdict))
     else:
         console = out()
         text.plan(plan, unfixed, console, run_id)
@@ -109,6 +113,7 @@ def repair(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Plan the fix for what the audit finds; with --apply, carry it out with backups.
 
@@ -156,6 +161,7 @@ def apply(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Apply a saved plan, re-checking every precondition first; or --resume an interrupted run."""
     opts = storage_options(fmt, storage_option, endpoint_url)
@@ -176,7 +182,7 @@ def apply(
             ),
         )
     if fmt is Format.json:
-        print(jsonout.plan(plan, [], run_id))
+        emit(jsonout.plan(plan, [], run_id))
     else:
         text.plan(plan, [], out(), run_id)
 
@@ -190,6 +196,7 @@ def undo(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
@@ -199,9 +206,7 @@ def undo(
         lambda: engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run, force=force, idle_seconds=idle_seconds),
     )
     if fmt is Format.json:
-        import json
-
-        print(json.dumps({"schema_version": jsonout.SCHEMA_VERSION, "undone_run": run_id}))
+        emit(jsonout.document(undone_run=run_id))
     else:
         out().print(f"undone run {run_id}: every file it touched holds its original bytes again", highlight=False)
 
@@ -212,14 +217,15 @@ def history(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """List ckptfix runs on a checkpoint: when, what, status."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
     items = guarded(fmt, lambda: [runs.info(r) for r in runs.run_ids()])
     if fmt is Format.json:
-        print(jsonout.runs(items))
+        emit(jsonout.runs(items))
     else:
         text.runs(items, out())
     if any(r.status in ("incomplete", "undo-incomplete") for r in items):
-        err().print("an interrupted run exists: `ckptfix apply --resume` or `ckptfix undo`", highlight=False)
+        note(quiet, "an interrupted run exists: `ckptfix apply --resume` or `ckptfix undo`")

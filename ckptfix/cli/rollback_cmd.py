@@ -8,7 +8,16 @@ import typer
 
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.targets import NEWEST, SUPPORTED
-from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, storage_options
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    StorageOption,
+    guarded,
+    note,
+    storage_options,
+)
 from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption, carry_out
 from ckptfix.repair.rollback import plan_rollback
 
@@ -29,6 +38,7 @@ def rollback(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Roll back to batch N: delete later offsets, commits and state versions (> N+1).
 
@@ -53,18 +63,13 @@ def rollback(
     )
     plan, where = result.plan, result.checkpoint
     if result.into is not None:
-        err().print(
+        note(
+            quiet,
             f"dry run: --apply copies {where} to {result.into} first and rolls the copy back with this plan; "
             "nothing was written",
-            highlight=False,
-            soft_wrap=True,
         )
     if result.copied_from is not None:
-        err().print(
-            f"copied {result.copied_files} files of {result.copied_from} to {where}; the original is untouched",
-            highlight=False,
-            soft_wrap=True,
-        )
+        note(quiet, f"copied {result.copied_files} files of {result.copied_from} to {where}; the original is untouched")
     # a fresh copy is all new files: its liveness was checked on the original before copying
     carry_out(
         fmt,

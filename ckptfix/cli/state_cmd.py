@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -13,7 +12,21 @@ from typing import IO, Any, NoReturn, TypeVar
 import typer
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
-from ckptfix.cli.common import EndpointOption, Format, FormatOption, StorageOption, err, guarded, out, storage_options
+from ckptfix.cli.common import (
+    EndpointOption,
+    Format,
+    FormatOption,
+    QuietOption,
+    StorageOption,
+    emit,
+    err,
+    fail,
+    guarded,
+    note,
+    out,
+    stdout_gone,
+    storage_options,
+)
 from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 from ckptfix.errors import CkptfixError, UsageError
 from ckptfix.render import jsonout
@@ -28,6 +41,7 @@ class DataFormat(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
     parquet = "parquet"
+    json = "json"
 
 
 OperatorOption = typer.Option(0, "--operator", help="Stateful operator id (state/<id>).")
@@ -48,7 +62,12 @@ ForceSchemaOption = typer.Option(
     "--force-schema",
     help="Decode with --key-schema/--value-schema even where they disagree with the stored one.",
 )
-DataFormatOption = typer.Option(DataFormat.jsonl, "--format", "-f", help="Row format: jsonl, csv or parquet.")
+DataFormatOption = typer.Option(
+    DataFormat.jsonl,
+    "--format",
+    "-f",
+    help="Row format: jsonl, csv, parquet, or json (one document: the selection and its rows; errors as JSON).",
+)
 EngineOption = typer.Option(
     "local", "--engine", help="local, or spark: one PySpark task per partition (SparkSession from $SPARK_MASTER)."
 )
@@ -56,22 +75,17 @@ OutOption = typer.Option(None, "--out", help="Write rows to this local file (def
 
 
 def _fail_rows(fmt: DataFormat, message: str, kind: str) -> NoReturn:
-    """Errors of row-producing commands: stdout carries rows only, so the one-line error
-    goes to stderr -- as a JSON document in jsonl mode."""
-    if fmt is DataFormat.jsonl:
-        print(jsonout.error(message, kind), file=sys.stderr)
-    else:
-        err().print(f"ckptfix: error: {message}", highlight=False, markup=False, soft_wrap=True)
-    raise typer.Exit(2)
+    """Errors of row-producing commands: -f json prints the error document on stdout, as every command;
+    in the row formats stdout carries rows only, so the error is one line on stderr."""
+    fail(Format.json if fmt is DataFormat.json else Format.text, message, kind)
 
 
 def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except BrokenPipeError:
-        # the reader went away (``| head``): stop quietly, as other Unix tools do
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # the reader went away (``| head``): stop reading, quietly, as other Unix tools do
+        stdout_gone()
         raise typer.Exit(0) from None
     except CkptfixError as exc:
         _fail_rows(fmt, str(exc), type(exc).__name__)
@@ -128,6 +142,14 @@ def _parallel(read: Any, fmt: DataFormat, jobs: int | None, engine: str) -> int:
 def _write(read: Any, fmt: DataFormat, out_path: str | None, jobs: int = 1) -> int:
     from ckptfix.state import export
 
+    if fmt is DataFormat.json:  # one document, printed or written once every row has been read
+        doc = jsonout.rows_document(
+            _selection_json(read), export.json_line_maker(read.columns, read.schemas), read.rows
+        )
+        if out_path is None:
+            emit(doc.text)
+            return doc.rows
+        return _to_file(out_path, "w", lambda f: (f.write(doc.text + "\n"), doc.rows)[1])
     if jobs > 1:
         return _write_parallel(read, fmt, out_path, jobs)
     if fmt is DataFormat.parquet:
@@ -140,6 +162,19 @@ def _write(read: Any, fmt: DataFormat, out_path: str | None, jobs: int = 1) -> i
         stream.flush()
         return n
     return _to_file(out_path, "w", lambda f: _rows_to(f, read, fmt))
+
+
+def _selection_json(read: Any) -> dict[str, Any]:
+    sel = read.selection
+    return {
+        "checkpoint": sel.ckpt.location.url,
+        "operator": sel.op.operator,
+        "store": sel.store_name,
+        "version": sel.version,
+        "batch": sel.batch,
+        "partitions": list(sel.partitions),
+        "columns": list(read.columns),
+    }
 
 
 def _write_parallel(read: Any, fmt: DataFormat, out_path: str | None, jobs: int) -> int:
@@ -204,7 +239,9 @@ def _to_file(path: str, mode: str, fn: Callable[[Any], int]) -> int:
         raise
 
 
-def _summary(read: Any, n: int, what: str) -> None:
+def _summary(read: Any, n: int, what: str, quiet: bool) -> None:
+    if quiet:
+        return
     sel = read.selection
     chains = "; ".join(f"partition {p}: {c}" for p, c in sorted(read.chains.items()))
     err().print(
@@ -223,6 +260,7 @@ def ls(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Operators, stores and partitions, and which versions each can load. Exit 1: the last
     committed version cannot be loaded somewhere; 2: bad input."""
@@ -231,7 +269,7 @@ def ls(
     opts = storage_options(fmt, storage_option, endpoint_url)
     listing = guarded(fmt, lambda: list_state(checkpoint, verify=verify, storage_options=opts))
     if fmt is Format.json:
-        print(json.dumps({"schema_version": jsonout.SCHEMA_VERSION, **listing.to_json()}, indent=2))
+        emit(jsonout.document(**listing.to_json()))
     else:
         console = out()
         say = lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
@@ -288,6 +326,7 @@ def read(
     ),
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Stream the state rows (key, value, partition_id) of a committed version, decoded as
     Spark's statestore reader shows them. Exit 2: bad input."""
@@ -312,7 +351,7 @@ def read(
         return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
 
     result, n = _guard_rows(fmt, run)
-    _summary(result, n, "rows")
+    _summary(result, n, "rows", quiet)
 
 
 @app.command("changes")
@@ -332,6 +371,7 @@ def changes(
     engine: str = EngineOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """The change feed (batch_id, change_type, key, value, partition_id) between two batches,
     as Spark's readChangeFeed. Exit 2: bad input."""
@@ -353,12 +393,7 @@ def changes(
 
     result, n = _guard_rows(fmt, run)
     sel = result.selection
-    err().print(
-        f"{n} changes of operator {sel.op.operator} in batches {from_batch}..{sel.batch}",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
+    note(quiet, f"{n} changes of operator {sel.op.operator} in batches {from_batch}..{sel.batch}")
 
 
 @app.command("rebuild")
@@ -381,6 +416,7 @@ def rebuild(
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
 ) -> None:
     """Write a snapshot of a state version from the newest good snapshot before it plus the
     deltas/changelogs (HDFS: N.snapshot; RocksDB: N.zip + SSTs), skipping a corrupt snapshot.

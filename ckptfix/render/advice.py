@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 
 from ckptfix.advise.analyze import COMMIT_PHASES, COMMIT_SUBPHASES, Advice, QueryAdvice, Stat
+from ckptfix.render.jsonout import SCHEMA_VERSION
 from ckptfix.render.text import folding_table
 
-SCHEMA_VERSION = 1
 _STYLE = {"high": "bold red", "warning": "yellow", "info": "cyan"}
 
 

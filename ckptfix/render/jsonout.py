@@ -1,12 +1,18 @@
-"""JSON renderer: one JSON document on stdout per command, errors included."""
+"""JSON renderer: one JSON document on stdout per command, errors included.
+
+Every document is a JSON object with ``schema_version`` (:data:`SCHEMA_VERSION`); docs/output.md
+states the contract and docs/schemas/ holds one JSON Schema per document kind. No other module of
+ckptfix serialises a command's output."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ckptfix.audit.model import Report
+from ckptfix.audit.registry import Rule
 from ckptfix.inspect import Inspection
 from ckptfix.repair.engine import RunInfo
 from ckptfix.repair.plan import Plan
@@ -75,3 +81,34 @@ def runs(items: list[RunInfo]) -> str:
 
 def error(message: str, kind: str, **extra: Any) -> str:
     return json.dumps({"schema_version": SCHEMA_VERSION, "error": {"kind": kind, "message": message, **extra}})
+
+
+def document(**body: Any) -> str:
+    """Any other command's result: its fields after ``schema_version`` (values already plain JSON)."""
+    return json.dumps({"schema_version": SCHEMA_VERSION, **_plain(body)}, indent=2, default=str)
+
+
+def rules(items: Iterable[Rule]) -> str:
+    return document(
+        rules=[{"id": r.id, "severity": r.severity, "title": r.title, "docs": r.docs, "fix": r.fix} for r in items]
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RowsDocument:
+    text: str
+    rows: int
+
+
+def rows_document(selection: dict[str, Any], line: Callable[[Any], str], rows: Iterable[Any]) -> RowsDocument:
+    """``state read/changes -f json``: the selection, then its rows, each as the JSON line renderer writes
+    it (Spark's ``to_json`` conventions, decimals exact). Every row is read before anything is printed."""
+    items = [line(r).rstrip("\n") for r in rows]
+    head = json.dumps({"schema_version": SCHEMA_VERSION, **_plain(selection)}, indent=2)
+    body = "[]" if not items else "[\n    " + ",\n    ".join(items) + "\n  ]"
+    return RowsDocument(head[: -len("\n}")] + ',\n  "rows": ' + body + "\n}", len(items))
+
+
+def compact(value: Any) -> str:
+    """A JSON value on one line, as a text renderer quotes it (a source's raw offset)."""
+    return json.dumps(value, separators=(",", ":"))

@@ -9,6 +9,8 @@ from rich.table import Table
 
 from ckptfix.audit.model import Report
 from ckptfix.inspect import Inspection
+from ckptfix.offsets_export import OffsetsExport
+from ckptfix.render.jsonout import compact
 from ckptfix.repair.engine import RunInfo
 from ckptfix.repair.plan import Plan
 
@@ -146,3 +148,28 @@ def runs(items: list[RunInfo], console: Console) -> None:
     for r in items:
         t.add_row(r.run_id, r.created_at, r.status, str(r.actions), r.fix)
     console.print(t)
+
+
+def offsets_export(result: OffsetsExport, console: Console) -> None:
+    def say(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    say(f"Offsets of committed batch {result.batch} in {result.checkpoint}")
+    for s in result.sources:
+        raw = compact(s.offset)
+        say(f"source {s.source}: {s.kind}")
+        if s.kind == "none":
+            say(f"  {s.note}")
+            continue
+        for key, value in s.options.items():
+            say(f"  option {key} = {value}")
+        if s.processed_files is not None:
+            say(
+                f"  offset {raw}: {len(s.processed_files)} files already processed "
+                f"(newest timestamp {s.newest_processed_timestamp_ms} ms):"
+            )
+            for path in s.processed_files:
+                say(f"    {path}")
+        elif not s.options:
+            say(f"  offset {raw}")
+        say(f"  note: {s.note}")

@@ -81,15 +81,15 @@ def damaged(tmp_path: Path, name: str, content: bytes) -> str:
     return str(ckpt)
 
 
-def one_line_error(res, *needles: str) -> dict:  # type: ignore[no-untyped-def]
+def one_line_error(res, *needles: str) -> str:  # type: ignore[no-untyped-def]
+    """Row formats: stdout carries rows only, the error is one line on stderr (docs/output.md)."""
     assert res.exit_code == 2, res.output
     assert res.stdout == "", "no row may come out of a damaged file (files are checked before any row)"
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    doc = json.loads(lines[0])
+    assert len(lines) == 1 and lines[0].startswith("ckptfix: error: "), res.stderr
     for needle in needles:
-        assert needle in doc["error"]["message"]
-    return doc
+        assert needle in lines[0]
+    return str(lines[0])
 
 
 def test_bad_lz4_checksum(tmp_path: Path) -> None:
@@ -111,8 +111,10 @@ def test_unsafe_row_offset_out_of_bounds(tmp_path: Path) -> None:
     value = bytes(8) + struct.pack("<q", 1)
     ckpt = damaged(tmp_path, "3.delta", codec.compress("lz4", statefile.dump_delta([Record(key, value)])))
     # the delta's record starts at byte 0: its key at 4, the string slot at 4 + 8
-    doc = one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "at byte 12")
-    assert doc["error"]["kind"] == "FormatError"
+    one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "at byte 12")
+    as_json = run("state", "read", ckpt, "--version", "3", "-f", "json")  # -f json: the error document on stdout
+    assert as_json.exit_code == 2 and json.loads(as_json.stdout)["error"]["kind"] == "FormatError"
+    assert "at byte 12" in json.loads(as_json.stdout)["error"]["message"]
     # rows are decoded as they stream: --out writes all or nothing
     out = tmp_path / "rows.jsonl"
     res = run("state", "read", ckpt, "--version", "2", "--out", str(out))  # version 2 does not need 3.delta

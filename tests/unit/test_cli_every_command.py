@@ -44,7 +44,7 @@ LIVE_ONLY = {"async-off"}
 #: commands expected to refuse here (exit 2), with one error line / document; every other one must succeed (0/1)
 REFUSED = {"apply", "undo"}
 #: data commands print rows in their own formats; the rest print a report in text or JSON
-FORMATS = {"state read": ("jsonl", "csv"), "state changes": ("jsonl", "csv")}
+FORMATS = {"state read": ("jsonl", "csv", "json"), "state changes": ("jsonl", "csv", "json")}
 CASES = [(c, f) for c in ARGS if c not in LIVE_ONLY for f in FORMATS.get(c, ("text", "json"))]
 
 
