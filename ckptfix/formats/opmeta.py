@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import dumps, parse_json_object, parse_version, split_lines
+from ckptfix.formats.text import dumps, java_int, java_long, parse_json_object, parse_version, split_lines
 
 MAX_KNOWN_VERSION = 2
 
@@ -37,13 +37,26 @@ def parse(data: bytes, path: str = "<operator metadata>") -> OperatorMetadata:
     if len(lines) < 2:
         raise FormatError(path, len(data), "a JSON line after the version", "the end of the file", kind="header-only")
     obj = parse_json_object(path, lines[1], "operator metadata JSON")
+
+    def number(value: Any, convert: Any, name: str) -> int:  # json4s: Long/Int fields, saturating or wrapping
+        out = convert(value)
+        if out is None:
+            raise ValueError(f"{name}: {value!r}"[:80])
+        return int(out)
+
     try:
         info = obj["operatorInfo"]
         stores = tuple(
-            StoreInfo(str(s["storeName"]), int(s.get("numColsPrefixKey", 0)), int(s["numPartitions"]), s)
+            StoreInfo(
+                str(s["storeName"]),
+                number(s.get("numColsPrefixKey", 0), java_int, "numColsPrefixKey"),
+                number(s["numPartitions"], java_int, "numPartitions"),
+                s,
+            )
             for s in obj.get("stateStoreInfo", [])
         )
-        return OperatorMetadata(version, int(info["operatorId"]), str(info["operatorName"]), stores, obj)
+        operator_id = number(info["operatorId"], java_long, "operatorId")
+        return OperatorMetadata(version, operator_id, str(info["operatorName"]), stores, obj)
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(
             path,

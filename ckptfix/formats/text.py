@@ -104,6 +104,17 @@ def java_long(value: Any) -> int | None:
     return (value - LONG_MIN) % 2**64 + LONG_MIN  # BigInt.longValue: the low 64 bits
 
 
+def java_int(value: Any) -> int | None:
+    """A JSON value read into a Scala ``Int`` field as json4s extracts it: ``Double.intValue`` (toward zero,
+    saturating, NaN 0) and ``BigInt.intValue`` (the low 32 bits); None for a string, boolean or null."""
+    as_long = java_long(value)
+    if as_long is None:
+        return None
+    if isinstance(value, float):
+        return max(-(2**31), min(2**31 - 1, int(value) if math.isfinite(value) else as_long))
+    return (as_long + 2**31) % 2**32 - 2**31
+
+
 def long_field(path: str, line: Line, obj: dict[str, Any], name: str) -> int:
     """A ``Long`` field of a log's JSON line (absent: 0, the case classes' default), as Spark reads it."""
     if name not in obj:
