@@ -26,19 +26,26 @@ from typing import Any
 from ckptfix.errors import FormatError
 from ckptfix.formats import unsaferow
 from ckptfix.formats.unsaferow import (
+    BinaryType,
     BooleanType,
     ByteType,
     DataType,
+    DateType,
+    DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
     LongType,
+    NullType,
     ShortType,
+    StringType,
     StructType,
+    TimestampNTZType,
+    TimestampType,
     decode_row,
 )
 from ckptfix.state.schemas import StoreSchema
-from ckptfix.stores.records import Pair
+from ckptfix.stores.records import Pair, arrow_of, slices
 
 CF = struct.Struct("<h")
 LEN = struct.Struct("<i")
@@ -232,3 +239,145 @@ def decode_pair(
     except FormatError:
         path, k_at, v_at = locate(k)  # the error again, with the file and offset
         return dec.key(k, path, k_at), dec.value(v, path, v_at)
+
+
+# ---------------------------------------------------------------- many rows at once, into Arrow columns
+
+#: Spark types decoded in bulk (numpy over the rows' 8-byte words); any other field (struct, array, map,
+#: decimal(p > 18)) leaves the whole store to the row-by-row decoder
+_BULK = (
+    NullType,
+    BooleanType,
+    ByteType,
+    ShortType,
+    IntegerType,
+    LongType,
+    FloatType,
+    DoubleType,
+    DateType,
+    TimestampType,
+    TimestampNTZType,
+    StringType,
+    BinaryType,
+)
+# what Python's date/datetime hold (the row-by-row decoder fails outside, with its own message)
+_MIN_DAY, _MAX_DAY = -719_162, 2_932_896  # 0001-01-01, 9999-12-31
+_MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
+
+
+def bulk_decodable(schema: StructType) -> bool:
+    """Whether :func:`decode_columns` decodes rows of ``schema`` (every field atomic and fixed
+    or string/binary, decimals up to 18 digits)."""
+    return bool(schema.fields) and all(
+        isinstance(f.data_type, _BULK)
+        or (isinstance(f.data_type, DecimalType) and f.data_type.precision <= unsaferow.MAX_LONG_DIGITS)
+        for f in schema.fields
+    )
+
+
+def decode_columns(rows: Any, schema: StructType, arrow_type: Any) -> Any | None:
+    """UnsafeRows (a compact ``pyarrow`` binary array, one row per element) as one Arrow
+    ``StructArray`` of ``arrow_type``, decoded column by column: the null bitset and the fixed
+    8-byte slot of every field are read for all rows at once as little-endian words; strings
+    and binaries are sliced out of the rows by the offset/size in their slot, in Arrow.
+
+    None when anything is not as the row-by-row decoder's fast path expects it (a row size not
+    a multiple of 8 or below the fixed part, a variable-length value outside its row, invalid
+    UTF-8, a decimal beyond its precision, a date or timestamp Python cannot hold): the caller
+    then decodes those rows one by one, which reports or handles it exactly as before."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not bulk_decodable(schema):
+        return None
+    n, nf = len(rows), len(schema.fields)
+    nbw = (nf + 63) // 64
+    fixed = unsaferow.WORD_SIZE * (nbw + nf)
+    _validity, offsets_buf, data_buf = rows.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int32, count=n + 1, offset=4 * rows.offset).astype(np.int64)
+    starts, lens = offsets[:-1], np.diff(offsets)
+    if n and ((starts % 8).any() or (lens % 8).any() or (lens < fixed).any()):
+        return None
+    end = int(offsets[-1]) if n else 0
+    words = np.frombuffer(data_buf, dtype="<u8", count=end // 8) if end else np.zeros(0, dtype="<u8")
+    w0 = starts // 8
+    children = []
+    for j, f in enumerate(schema.fields):
+        t = f.data_type
+        null = ((words[w0 + j // 64] >> np.uint64(j % 64)) & np.uint64(1)).astype(bool) if n else np.zeros(0, bool)
+        slot = words[w0 + nbw + j] if n else np.zeros(0, dtype="<u8")
+        target = arrow_type.field(j).type
+        child = _column(t, target, slot, null, starts, lens, fixed, data_buf, np, pa)
+        if child is None:
+            return None
+        children.append(child)
+    return pa.StructArray.from_arrays(children, fields=list(arrow_type))
+
+
+def _column(
+    t: DataType, target: Any, slot: Any, null: Any, starts: Any, lens: Any, fixed: int, data: Any, np: Any, pa: Any
+) -> Any | None:
+    """One field of every row as an Arrow array (None: leave it to the row-by-row decoder)."""
+    n = len(slot)
+    if isinstance(t, NullType):
+        return pa.nulls(n)
+    valid = ~null
+    mask = null if null.any() else None
+    if isinstance(t, BooleanType):
+        return arrow_of((slot & np.uint64(0xFF)) != 0, target, valid)
+    if isinstance(t, ByteType):
+        return arrow_of(slot.astype(np.uint8).view(np.int8), target, valid)
+    if isinstance(t, ShortType):
+        return arrow_of(slot.astype(np.uint16).view(np.int16), target, valid)
+    if isinstance(t, (IntegerType, DateType, FloatType)):
+        low = slot.astype(np.uint32)
+        if isinstance(t, FloatType):
+            return arrow_of(low.view(np.float32), target, valid)
+        ints = low.view(np.int32)
+        if isinstance(t, DateType):
+            if ((ints[valid] < _MIN_DAY) | (ints[valid] > _MAX_DAY)).any():
+                return None
+            return arrow_of(ints, target, valid)
+        return arrow_of(ints, target, valid)
+    if isinstance(t, DoubleType):
+        return arrow_of(slot.view(np.float64), target, valid)
+    if isinstance(t, (LongType, TimestampType, TimestampNTZType)):
+        longs = slot.view(np.int64)
+        if isinstance(t, LongType):
+            return arrow_of(longs, target, valid)
+        if ((longs[valid] < _MIN_MICROS) | (longs[valid] > _MAX_MICROS)).any():
+            return None
+        return arrow_of(longs, target, valid)
+    if isinstance(t, DecimalType):
+        longs = slot.view(np.int64)
+        limit = 10**t.precision
+        if ((longs[valid] >= limit) | (longs[valid] <= -limit)).any():
+            return None
+        pair = np.empty((n, 2), dtype="<i8")
+        pair[:, 0], pair[:, 1] = longs, longs >> 63
+        return pa.Array.from_buffers(target, n, [_bitmap(valid, pa), pa.py_buffer(pair)])
+    if isinstance(t, (StringType, BinaryType)):
+        rel, size = (slot >> np.uint64(32)).astype(np.int64), (slot & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        rel = np.where(null, fixed, rel)
+        size = np.where(null, 0, size)
+        if ((rel < fixed) | (rel + size > lens)).any():
+            return None
+        values = slices(data, starts + rel, size, target)
+        if values is None:
+            return None
+        if isinstance(t, StringType):
+            try:
+                values.validate(full=True)  # UTF-8
+            except pa.ArrowInvalid:
+                return None
+        if mask is not None:
+            _, offs, body = values.buffers()
+            values = pa.Array.from_buffers(target, n, [_bitmap(valid, pa), offs, body])
+        return values
+    return None
+
+
+def _bitmap(valid: Any, pa: Any) -> Any:
+    import numpy as np
+
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))

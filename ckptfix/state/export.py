@@ -91,36 +91,116 @@ def _scalar_encoder(t: u.DataType) -> Any:
     return lambda v: _dumps(_plain(v))
 
 
-def json_line_maker(columns: list[str], schemas: Mapping[str, u.DataType]) -> Any:
-    """A function from a row to its JSON line (with the newline), compiled from the column
-    types: the same text as :func:`to_json_line`, without building the intermediate values."""
+class JsonLines:
+    """A function from a row to its JSON line (with the newline), compiled from the column types:
+    the same text as :func:`to_json_line`, without building the intermediate values.
+    :meth:`batch` gives the same lines for a whole Arrow record batch at once."""
 
-    def struct_encoder(t: u.StructType) -> Any:
-        parts = [(k, _quote(k) + ":", _scalar_encoder(f.data_type)) for k, f in zip(t.keys, t.fields, strict=True)]
+    def __init__(self, columns: list[str], schemas: Mapping[str, u.DataType]) -> None:
+        self.columns, self.schemas = columns, schemas
 
-        def encode(value: Mapping[str, Any]) -> str:
-            out = []
-            for k, head, enc in parts:
-                v = value.get(k)
-                out.append(head + ("null" if v is None else enc(v)))
-            return "{" + ",".join(out) + "}"
+        def struct_encoder(t: u.StructType) -> Any:
+            parts = [(k, _quote(k) + ":", _scalar_encoder(f.data_type)) for k, f in zip(t.keys, t.fields, strict=True)]
 
-        return encode
+            def encode(value: Mapping[str, Any]) -> str:
+                out = []
+                for k, head, enc in parts:
+                    v = value.get(k)
+                    out.append(head + ("null" if v is None else enc(v)))
+                return "{" + ",".join(out) + "}"
 
-    encoders = []
-    for col in columns:
-        t = schemas.get(col)
-        enc = struct_encoder(t) if isinstance(t, u.StructType) else (_scalar_encoder(t) if t else None)
-        encoders.append((col, _quote(col) + ":", enc or (lambda v: _dumps(_plain(v)))))
+            return encode
 
-    def line(row: Mapping[str, Any]) -> str:
+        self.encoders = []
+        for col in columns:
+            t = schemas.get(col)
+            enc = struct_encoder(t) if isinstance(t, u.StructType) else (_scalar_encoder(t) if t else None)
+            self.encoders.append((col, _quote(col) + ":", enc or (lambda v: _dumps(_plain(v)))))
+
+    def __call__(self, row: Mapping[str, Any]) -> str:
         out = []
-        for col, head, enc in encoders:
+        for col, head, enc in self.encoders:
             v = row.get(col)
             out.append(head + ("null" if v is None else enc(v)))
         return "{" + ",".join(out) + "}\n"
 
-    return line
+    def batch(self, batch: Any) -> str:
+        """The JSON lines of an Arrow record batch (columns and types as given), built column by
+        column: integers, booleans and strings that need no escaping are formatted by Arrow,
+        other values one by one with the same encoders as :meth:`__call__`."""
+        import pyarrow.compute as pc
+
+        if not batch.num_rows:
+            return ""
+        pieces: list[Any] = []
+        for i, col in enumerate(self.columns):
+            pieces.append(_literal(("{" if i == 0 else ",") + _quote(col) + ":"))
+            pieces.append(_json_texts(self.schemas[col], batch.column(col)))
+        pieces.append(_literal("}\n"))
+        lines = pc.binary_join_element_wise(*pieces, _literal(""))
+        _, offsets, data = lines.buffers()
+        first, last = (int.from_bytes(offsets[4 * i : 4 * i + 4], "little") for i in (0, len(lines)))
+        return data[first:last].to_pybytes().decode("utf-8")
+
+
+def json_line_maker(columns: list[str], schemas: Mapping[str, u.DataType]) -> JsonLines:
+    """A function from a row to its JSON line (with the newline); see :class:`JsonLines`."""
+    return JsonLines(columns, schemas)
+
+
+_INTEGRAL = (u.ByteType, u.ShortType, u.IntegerType, u.LongType)
+# what json.dumps escapes in a string (ensure_ascii=False): control characters, quote, backslash
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+
+
+def _literal(text: str) -> Any:
+    """A string scalar for Arrow's compute functions (``pyarrow.scalar`` would import pandas)."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = text.encode()
+    offsets = np.array([0, len(data)], dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
+
+
+def _strings(texts: list[str]) -> Any:
+    """Python strings as an Arrow string array (without ``pyarrow.array``, which imports pandas)."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = [t.encode() for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        return pa.Array.from_buffers(
+            pa.large_string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+        ).cast(pa.string())
+    return pa.Array.from_buffers(
+        pa.string(), len(encoded), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))]
+    )
+
+
+def _json_texts(t: u.DataType, values: Any) -> Any:
+    """The JSON text of every value of an Arrow array of Spark type ``t``, ``null`` for a null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    null = _literal("null")
+    if isinstance(t, (*_INTEGRAL, u.BooleanType)):
+        return pc.fill_null(pc.cast(values, pa.string()), null)  # 12, -3, true, false: as int.__repr__ / json
+    if isinstance(t, u.StringType) and not pc.any(pc.match_substring_regex(values, _NEEDS_ESCAPE)).as_py():
+        quote = _literal('"')
+        return pc.fill_null(pc.binary_join_element_wise(quote, values, quote, _literal("")), null)
+    if isinstance(t, u.StructType) and t.fields:
+        pieces: list[Any] = []
+        for i, (k, f) in enumerate(zip(t.keys, t.fields, strict=True)):
+            pieces.append(_literal(("{" if i == 0 else ",") + _quote(k) + ":"))
+            pieces.append(_json_texts(f.data_type, values.field(i)))
+        pieces.append(_literal("}"))
+        joined = pc.binary_join_element_wise(*pieces, _literal(""))
+        return pc.if_else(pc.is_null(values), null, joined) if values.null_count else joined
+    enc = _scalar_encoder(t)
+    return _strings(["null" if v is None else enc(v) for v in values.to_pylist()])
 
 
 def write_jsonl(
@@ -129,9 +209,20 @@ def write_jsonl(
     columns: list[str] | None = None,
     schemas: Mapping[str, u.DataType] | None = None,
 ) -> int:
-    """JSON lines; with the columns and their types, through a compiled encoder."""
-    line = json_line_maker(columns, schemas) if columns and schemas else lambda r: to_json_line(r) + "\n"
+    """JSON lines; with the columns and their types, through a compiled encoder (and, for the rows
+    of :func:`ckptfix.state.read.read_state`, Arrow batches turned into lines column by column)."""
     n = 0
+    if columns and schemas and hasattr(rows, "batches"):
+        lines = JsonLines(columns, schemas)
+        for item in rows.batches():
+            if isinstance(item, list):
+                out.write("".join(map(lines, item)))
+                n += len(item)
+            else:
+                out.write(lines.batch(item))
+                n += item.num_rows
+        return n
+    line = json_line_maker(columns, schemas) if columns and schemas else lambda r: to_json_line(r) + "\n"
     for row in rows:
         out.write(line(row))
         n += 1
@@ -234,6 +325,11 @@ def _arrow_type(t: u.DataType) -> Any:
     return pa.string()
 
 
+def arrow_type(t: u.DataType) -> Any:
+    """The Arrow type of a Spark type, as Parquet and :func:`arrow_table` write it."""
+    return _arrow_type(t)
+
+
 def _arrow_value(t: u.DataType, value: Any) -> Any:
     if value is None:
         return None
@@ -273,7 +369,10 @@ def _arrow_key(t: u.DataType, key: Any) -> Any:
 def write_parquet(
     rows: Iterable[Mapping[str, Any]], target: str | IO[bytes], columns: list[str], schemas: Mapping[str, u.DataType]
 ) -> int:
-    """Parquet with the Spark types, written in batches of :data:`PARQUET_BATCH_ROWS` rows."""
+    """Parquet with the Spark types, written in batches of :data:`PARQUET_BATCH_ROWS` rows (the
+    Arrow batches of :func:`ckptfix.state.read.read_state` rows as they come)."""
+    if hasattr(rows, "batches"):
+        return write_parquet_batches(rows.batches(), target, columns, schemas)
 
     def chunks() -> Iterator[tuple[bytes, int]]:
         batch: list[Mapping[str, Any]] = []
@@ -294,16 +393,30 @@ def arrow_table(rows: Iterable[Mapping[str, Any]], columns: list[str], schemas: 
         import pyarrow as pa
     except ImportError:
         raise MissingExtra("pyarrow", "arrow") from None
+    if hasattr(rows, "batches"):
+        schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
+        parts = [_as_table(item, columns, schemas) for item in rows.batches()]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
     rows = list(rows)
     schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
     return pa.Table.from_arrays([_arrow_column(schemas[c], [r.get(c) for r in rows]) for c in columns], schema=schema)
 
 
-def arrow_chunk(rows: list[Mapping[str, Any]], columns: list[str], schemas: Mapping[str, u.DataType]) -> bytes:
-    """Rows as one Arrow IPC stream (what a parallel worker sends to the Parquet writer)."""
+def _as_table(item: Any, columns: list[str], schemas: Mapping[str, u.DataType]) -> Any:
+    """A list of row dicts or an Arrow record batch as a table with the Spark types."""
     import pyarrow as pa
 
-    table = arrow_table(rows, columns, schemas)
+    if isinstance(item, pa.RecordBatch):
+        return pa.Table.from_batches([item])
+    return arrow_table(item, columns, schemas)
+
+
+def arrow_chunk(rows: Any, columns: list[str], schemas: Mapping[str, u.DataType]) -> bytes:
+    """Rows (a list of row dicts, or an Arrow record batch) as one Arrow IPC stream (what a
+    parallel worker sends to the Parquet writer)."""
+    import pyarrow as pa
+
+    table = _as_table(rows, columns, schemas)
     schema = table.schema
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
@@ -327,6 +440,28 @@ def write_parquet_chunks(
             n += rows
         if n == 0:
             writer.write_table(pa.Table.from_pylist([], schema=schema))
+    return n
+
+
+def write_parquet_batches(
+    items: Iterable[Any], target: str | IO[bytes], columns: list[str], schemas: Mapping[str, u.DataType]
+) -> int:
+    """Parquet from Arrow record batches or lists of row dicts, as they come."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingExtra("pyarrow", "arrow") from None
+    schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
+    n = 0
+    with pq.ParquetWriter(target, schema) as writer:
+        for item in items:
+            table = _as_table(item, columns, schemas)
+            if table.num_rows:
+                writer.write_table(table)
+            n += table.num_rows
+        if n == 0:
+            writer.write_table(schema.empty_table())
     return n
 
 

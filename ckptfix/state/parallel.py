@@ -35,12 +35,26 @@ def default_jobs(partitions: int) -> int:
 
 
 def _worker(
-    read_partition: Callable[[int], Iterator[Any]], encode: Callable[[list[Any]], Any], tasks: Any, out: Any
+    read_partition: Callable[[int], Iterator[Any]],
+    encode: Callable[[Any], Any],
+    tasks: Any,
+    out: Any,
+    columnar: bool,
 ) -> None:
     try:
         for part in iter(tasks.get, None):
+            source = read_partition(part)
+            if columnar and hasattr(source, "batches"):
+                for item in source.batches():
+                    if isinstance(item, list):  # rows decoded one by one
+                        for at in range(0, len(item), CHUNK_ROWS):
+                            chunk = item[at : at + CHUNK_ROWS]
+                            out.put((_TEXT, (encode(chunk), len(chunk))))
+                    else:  # an Arrow record batch
+                        out.put((_TEXT, (encode(item), item.num_rows)))
+                continue
             rows: list[Any] = []
-            for row in read_partition(part):
+            for row in source:
                 rows.append(row)
                 if len(rows) >= CHUNK_ROWS:
                     out.put((_TEXT, (encode(rows), len(rows))))
@@ -69,24 +83,38 @@ def parallel_text(
     to_text: Callable[[Any], str],
     jobs: int,
 ) -> Iterator[tuple[str, int]]:
-    """(text, rows in it) chunks of every partition's rows, read by ``jobs`` forked workers."""
-    return parallel_chunks(partitions, read_partition, lambda rows: "".join(map(to_text, rows)), jobs)
+    """(text, rows in it) chunks of every partition's rows, read by ``jobs`` forked workers. A
+    ``to_text`` with a ``batch`` method (:class:`ckptfix.state.export.JsonLines`) gets the Arrow
+    record batches of partitions decoded in bulk."""
+    batch_text = getattr(to_text, "batch", None)
+
+    def encode(rows: Any) -> str:
+        return "".join(map(to_text, rows)) if isinstance(rows, list) else batch_text(rows)  # type: ignore[misc]
+
+    return parallel_chunks(partitions, read_partition, encode, jobs, columnar=batch_text is not None)
 
 
 def parallel_chunks(
     partitions: list[int],
     read_partition: Callable[[int], Iterator[Any]],
-    encode: Callable[[list[Any]], Any],
+    encode: Callable[[Any], Any],
     jobs: int,
+    columnar: bool = True,
 ) -> Iterator[tuple[Any, int]]:
     """(encoded chunk, rows in it) of every partition's rows, read by ``jobs`` forked workers;
-    ``encode`` turns a list of rows into something picklable (text, Arrow IPC bytes)."""
+    ``encode`` turns a list of rows into something picklable (text, Arrow IPC bytes). Where a
+    partition's rows offer ``batches()`` (:class:`ckptfix.state.read.Rows`) and ``columnar`` is
+    true, ``encode`` also gets its Arrow record batches (as :func:`ckptfix.state.export.arrow_chunk`
+    takes them)."""
     ctx = multiprocessing.get_context("fork")
     tasks = ctx.Queue()
     out = ctx.Queue(maxsize=4 * jobs)
     for part in partitions:
         tasks.put(part)
-    workers = [ctx.Process(target=_worker, args=(read_partition, encode, tasks, out), daemon=True) for _ in range(jobs)]
+    workers = [
+        ctx.Process(target=_worker, args=(read_partition, encode, tasks, out, columnar), daemon=True)
+        for _ in range(jobs)
+    ]
     for _ in workers:
         tasks.put(None)
     for w in workers:

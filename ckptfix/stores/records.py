@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
@@ -176,3 +177,313 @@ def _metadata_fields(meta: rocksdbzip.RocksDBMetadata) -> dict:
 
 
 __all__ = ["Op", "Pair", "changelog_header", "hdfs_pairs", "read_file", "rocksdb_pairs"]
+
+
+# ---------------------------------------------------------------- record framing in bulk (numpy)
+
+
+class Frames:
+    """Where the records of one decompressed state file lie, as numpy arrays (one entry per
+    record, in file order): ``key_start``/``key_len``, ``value_start``/``value_len``
+    (``value_len`` -1 for a removal or delete) and ``op`` (:data:`OP_PUT`, :data:`OP_DELETE`,
+    :data:`OP_MERGE`). ``raw`` is the decompressed file they index."""
+
+    __slots__ = ("key_len", "key_start", "op", "raw", "value_len", "value_start")
+
+    def __init__(self, raw: bytes, key_start: Any, key_len: Any, value_start: Any, value_len: Any, op: Any) -> None:
+        self.raw, self.key_start, self.key_len = raw, key_start, key_len
+        self.value_start, self.value_len, self.op = value_start, value_len, op
+
+    def __len__(self) -> int:
+        return len(self.key_start)
+
+
+OP_PUT, OP_DELETE, OP_MERGE = 0x01, 0x10, 0x11
+_RUN_MIN = 16  # a run of equally framed records shorter than this: walk record by record for a while
+_SCALAR_STEPS = 256
+
+
+def frames(raw: bytes, kind: statefile.FileKind) -> Frames | None:
+    """The framing of a whole decompressed state file in bulk, or None where anything is
+    irregular (the record-by-record reader then reports it, with its offset, as it always did).
+
+    Records of one shape (the same key length, value length and type) usually follow each
+    other: a run is found by reading the length fields at the positions the shape predicts,
+    all at once, and jumping to its end; where shapes change record by record it walks the
+    records one at a time for a while. Same checks as :func:`statefile.iter_records`: lengths
+    in bounds, -1 removals only in deltas and changelogs, the end marker at the very end."""
+    import numpy as np
+
+    typed = False
+    pos = 0
+    if kind == "changelog":
+        try:
+            header = statefile.parse_changelog_header(raw)
+        except FormatError:
+            return None
+        typed = header.version in statefile.TYPED_VERSIONS
+        pos = header.size
+    n = len(raw)
+    if n >= 2**31:
+        return None
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    starts: list[Any] = []  # arrays of record starts (after the type byte), one per run
+    shapes: list[tuple[int, int, int, int]] = []  # (count, key_len, value_len, op) per run
+    head = 5 if typed else 4  # bytes before the key: [type byte] int32 keyLen
+    unpack = statefile.INT.unpack_from
+    snapshot = kind == "snapshot"
+
+    def shape_at(at: int) -> tuple[int, int, int, int] | None:
+        """(op, key_len, value_len, record size) of the record at ``at``; op 0: the end."""
+        if typed:
+            if at >= n:
+                return None
+            op = raw[at]
+            if op == statefile.END_RECORD:
+                return (0, 0, 0, 1)
+            if op not in (OP_PUT, OP_DELETE, OP_MERGE) or at + 5 > n:
+                return None
+            (key_len,) = unpack(raw, at + 1)
+        else:
+            if at + 4 > n:
+                return None
+            (key_len,) = unpack(raw, at)
+            if key_len == statefile.END:
+                return (0, 0, 0, 4)
+            op = OP_PUT
+        if key_len < 0 or at + head + key_len + 4 > n:
+            return None
+        (value_len,) = unpack(raw, at + head + key_len)
+        if value_len == statefile.END:
+            if snapshot or op == OP_MERGE or (typed and op == OP_PUT):
+                return None
+            op = OP_DELETE
+            size = head + key_len + 4
+        elif value_len < 0 or op == OP_DELETE:
+            return None
+        else:
+            size = head + key_len + 4 + value_len
+        if at + size > n:
+            return None
+        return (op, key_len, value_len, size)
+
+    def be32(at: Any) -> Any:
+        b = buf[at[:, None] + np.arange(4)].astype(np.int64)
+        v = (b[:, 0] << 24) | (b[:, 1] << 16) | (b[:, 2] << 8) | b[:, 3]
+        return np.where(v >= 2**31, v - 2**32, v)
+
+    scalar, window = 0, 64
+    while True:
+        shape = shape_at(pos)
+        if shape is None:
+            return None
+        op, key_len, value_len, size = shape
+        if op == 0:
+            if pos + size != n:
+                return None  # trailing bytes
+            break
+        count = 1
+        if scalar > 0:
+            scalar -= 1
+        else:
+            limit = min((n - pos) // size, window)
+            if limit > 1:
+                at = pos + size * np.arange(1, limit, dtype=np.int64)
+                ok = be32(at + (1 if typed else 0)) == key_len
+                if typed:
+                    ok &= buf[at] == op
+                ok &= be32(at + head + key_len) == (value_len if op != OP_DELETE else statefile.END)
+                bad = np.flatnonzero(~ok)
+                count = 1 + (int(bad[0]) if len(bad) else len(at))
+            # a run that fills the window: look further next time; one that ends: look close again
+            window = min(window * 4, 1 << 16) if count == limit else 64
+            if count < _RUN_MIN:
+                scalar = _SCALAR_STEPS
+        starts.append(pos + size * np.arange(count, dtype=np.int64))
+        shapes.append((count, key_len, value_len, op))
+        pos += size * count
+    if not starts:
+        empty = np.zeros(0, dtype=np.int64)
+        return Frames(raw, empty, empty, empty, empty, np.zeros(0, dtype=np.uint8))
+    rec = np.concatenate(starts)
+    counts = np.array([s[0] for s in shapes], dtype=np.int64)
+    key_len_a = np.repeat(np.array([s[1] for s in shapes], dtype=np.int64), counts)
+    value_len_a = np.repeat(np.array([s[2] if s[3] != OP_DELETE else -1 for s in shapes], dtype=np.int64), counts)
+    op_a = np.repeat(np.array([s[3] for s in shapes], dtype=np.uint8), counts)
+    key_start = rec + head
+    value_start = key_start + key_len_a + 4
+    return Frames(raw, key_start, key_len_a, value_start, value_len_a, op_a)
+
+
+def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -> list[tuple[Any, Any]] | None:
+    """The live (key row, value row) pairs of a store at ``chain.version`` as compact Arrow binary
+    arrays, in the order :func:`hdfs_pairs` / :func:`rocksdb_pairs` yield them, built in bulk:
+    every file of the chain framed by :func:`frames`, the last write of every key found by hashing
+    all keys at once. HDFS values are trimmed as :func:`trim_value` does; RocksDB keys and values
+    lose their state encoding version byte. A list of (keys, values) segments.
+
+    Covers HDFS stores and RocksDB stores replayed from changelogs alone (no zip), without row
+    checksums or merges. None for anything else, or where a file is not what the record-by-record
+    reader expects (that reader then reports it as before)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if provider == "rocksdb" and chain.base is not None:
+        return None
+    sidecars = chain.store.checksums
+    rocks = provider == "rocksdb"
+
+    def load(step: Step) -> tuple[Any, Any, Any] | None:
+        try:
+            raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
+        except FormatError:
+            return None
+        fr = frames(raw, step.kind)  # type: ignore[arg-type]
+        if fr is None:
+            return None
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        key_start, key_len = fr.key_start, fr.key_len
+        live = fr.value_len >= 0
+        value_len = np.where(live, fr.value_len, 0)
+        value_start = fr.value_start
+        if rocks:
+            if (fr.op == OP_MERGE).any() or (key_len < 1).any() or (value_len[live] < 1).any():
+                return None
+            if buf[key_start].any() or buf[value_start[live]].any():
+                return None  # a state encoding version other than 0: the decoder says so
+            key_start, key_len = key_start + 1, key_len - 1
+            value_start, value_len = value_start + np.where(live, 1, 0), value_len - np.where(live, 1, 0)
+        else:
+            value_len = value_len // 8 * 8
+        keys = slices(raw, key_start, key_len)
+        values = slices(raw, value_start, value_len)
+        if keys is None or values is None:
+            return None
+        return keys, values, fr.op
+
+    base = None
+    if chain.base is not None:
+        base = load(chain.base)
+        if base is None:
+            return None
+    loaded = []
+    for step in chain.steps:
+        one = load(step)
+        if one is None:
+            return None
+        loaded.append(one)
+    segments: list[tuple[Any, Any]] = []
+    decided = None
+    if loaded:
+        keys = pa.concat_arrays([k for k, _, _ in loaded])
+        values = pa.chunked_array([v for _, v, _ in loaded])
+        ops = np.concatenate([o for _, _, o in loaded])
+        encoded = pc.dictionary_encode(keys)  # the dictionary lists keys in order of first appearance
+        decided = encoded.dictionary
+        index = numpy_of(encoded.indices)
+        last = np.full(len(decided), -1, dtype=np.int64)
+        np.maximum.at(last, index, np.arange(len(keys), dtype=np.int64))
+        last = last[ops[last] != OP_DELETE]
+        if rocks:  # RocksDB iterates in bytewise key order
+            last = last[numpy_of(pc.sort_indices(keys.take(arrow_of(last))))]
+        take = arrow_of(last)
+        segments.append((keys.take(take), values.take(take).combine_chunks()))
+    if base is not None:
+        keys, values, _ = base
+        if decided is not None and len(decided):
+            keep = arrow_of(np.flatnonzero(~numpy_of(pc.is_in(keys, value_set=decided))))
+            keys, values = keys.take(keep), values.take(keep)
+        segments.append((keys, values))
+    return segments
+
+
+def slices(data: Any, starts: Any, lens: Any, arrow_type: Any = None) -> Any | None:
+    """The byte ranges ``data[starts[i] : starts[i] + lens[i]]`` (in ascending, non-overlapping
+    order) as one compact Arrow binary array: a binary array over ``data`` whose elements are the
+    ranges and the gaps between them, every other element taken. None past 2 GiB."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrow_type = arrow_type or pa.binary()
+    n = len(starts)
+    if n == 0:
+        return pa.array([], type=arrow_type)
+    ends = starts + lens
+    if int(ends[-1]) >= 2**31:
+        return None
+    bounds = np.empty(2 * n, dtype=np.int32)
+    bounds[0::2], bounds[1::2] = starts, ends
+    body = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    spread = pa.Array.from_buffers(arrow_type, 2 * n - 1, [None, pa.py_buffer(bounds), body])
+    return pc.take(spread, arrow_of(np.arange(0, 2 * n, 2, dtype=np.int64)))
+
+
+def rocksdb_bulk_pairs(
+    ckpt: Checkpoint, chain: Chain, codec_name: str, delimiter: bytes = b","
+) -> list[tuple[Any, Any]] | None:
+    """:func:`bulk_pairs` for a RocksDB store with a zip: the database is materialized and the
+    changelogs replayed as :func:`rocksdb_pairs` does, its pairs collected into Arrow arrays
+    (iterating RocksDB costs a Python object per key and value: the floor of this path), the
+    version byte cut off in bulk. None where a key or value does not start with it, or where
+    the store cannot be read (the record-by-record reader reports that)."""
+    import numpy as np
+    import pyarrow as pa
+
+    keys_list: list[bytes] = []
+    values_list: list[bytes] = []
+    try:
+        with rocksdb_pairs(ckpt, chain, codec_name, delimiter) as (pairs, _meta):
+            for k, v, *_ in pairs:
+                keys_list.append(k)
+                values_list.append(v)
+    except FormatError:
+        return None
+    out = []
+    for items in (keys_list, values_list):
+        arr = pa.array(items, type=pa.binary())
+        items.clear()
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1).astype(np.int64)
+        starts, lens = offsets[:-1], np.diff(offsets)
+        body = arr.buffers()[2]
+        if len(arr) and ((lens < 1).any() or np.frombuffer(body, dtype=np.uint8)[starts].any()):
+            return None
+        stripped = slices(body, starts + 1, lens - 1) if len(arr) else arr
+        if stripped is None:
+            return None
+        out.append(stripped)
+    return [(out[0], out[1])]
+
+
+def arrow_of(values: Any, arrow_type: Any = None, valid: Any = None) -> Any:
+    """A numpy array as an Arrow array of ``arrow_type`` (default: the numpy dtype's) over the
+    same bytes, null where ``valid`` is False. (``pyarrow.array`` on a numpy array imports
+    pandas, which costs more than most reads.)"""
+    import numpy as np
+    import pyarrow as pa
+
+    if arrow_type is None:
+        arrow_type = pa.from_numpy_dtype(values.dtype)
+    validity = None
+    if valid is not None and not valid.all():
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(arrow_type, len(values), [validity, data])
+
+
+def numpy_of(arr: Any) -> Any:
+    """The values of an Arrow integer or boolean array without nulls as a numpy array (numpy's
+    own conversion of Arrow arrays imports pandas too)."""
+    import numpy as np
+    import pyarrow as pa
+
+    data = arr.buffers()[1]
+    if pa.types.is_boolean(arr.type):
+        bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
+        return bits[arr.offset : arr.offset + len(arr)].astype(bool)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    return np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
