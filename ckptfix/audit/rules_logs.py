@@ -51,8 +51,8 @@ LOG_VERSION = define(
     "Offset log v2 is readable from Spark 4.2; commit log v2/v3 from 4.2 (4.0/4.1 only read the version "
     "of spark.sql.streaming.stateStore.checkpointFormatVersion). Older Sparks fail with INVALID_LOG_VERSION "
     "(UnsupportedLogVersion on 3.5).",
-    "Restart with a Spark that reads this version, or rewrite the latest entries in the older format "
-    "(`ckptfix migrate`).",
+    "Restart with a Spark that reads this version (ckptfix does not rewrite log entries into an older log "
+    "version).",
 )
 LOG_NO_BATCH_METADATA = define(
     "LOG-NO-BATCH-METADATA",
@@ -70,7 +70,8 @@ LOG_ASYNC_GAP = define(
     "(asyncProgressTrackingEnabled with an interval) writes the logs sparsely, so turning it off without "
     "the documented sequence fails with `IllegalStateException: batch L-1 doesn't exist` (4.2+ with an "
     "uncommitted latest batch: `requirement failed: Previous batch L-1 not found in offset log`).",
-    "`ckptfix repair` writes offsets/L-1 as a copy of the newest earlier offset file (no batch is renumbered), "
+    "`ckptfix repair` writes offsets/L-1 as a copy of offsets/L when batch L is committed, else of the newest "
+    "earlier offset file (no batch is renumbered), "
     "or run `ckptfix async-off` (re-enable tracking with asyncProgressTrackingCheckpointIntervalMs=0 for two "
     "batches, stop, restart with it off).",
 )
@@ -89,7 +90,8 @@ LOG_COMMITS_NO_OFFSETS = define(
     "Commit files exist but the offset log is empty",
     "With no offset file Spark starts a new query at batch 0: 4.3 fails an assertion, 4.1/4.2 refuse a "
     "non-empty checkpoint directory, 3.5/4.0 collide with the existing commit files.",
-    "Restore the offset log, or clear offsets/, commits/ and state/ for a fresh start (`ckptfix repair`).",
+    "Restore the offset log from a backup, or start the query with a new checkpoint location (ckptfix has no "
+    "automatic fix: where each source stood is gone with the offsets).",
 )
 LOG_NOT_EMPTY = define(
     "LOG-NOT-EMPTY-ON-START",
@@ -97,7 +99,7 @@ LOG_NOT_EMPTY = define(
     "The checkpoint has no offsets but its directories are not empty",
     "Spark 4.1+ verifies that offsets/, commits/ and state/ list no entries at all (hidden temp and .crc "
     "files included) before batch 0: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY.",
-    "Remove the leftover entries (`ckptfix repair` backs them up first).",
+    "Move the leftover entries out of the checkpoint (keep them as a backup) before the first start.",
 )
 LOG_REPARTITION = define(
     "LOG-UNFINISHED-REPARTITION",
@@ -137,7 +139,7 @@ LOG_TEMP = define(
     "Leftover temporary files from an interrupted write",
     "CheckpointFileManager writes `.<name>.<uuid>.tmp` and renames it; a stopped query can leave one behind. "
     "Readers ignore them, but Spark 4.1+ refuses a fresh start while any entry exists.",
-    "Remove them (`ckptfix repair` backs them up).",
+    "Move them out of the checkpoint once no query runs on it (keep them as a backup).",
 )
 LOG_JUNK = define(
     "LOG-JUNK",
@@ -160,7 +162,7 @@ LOG_CRC_ORPHAN = define(
     "info",
     "A Hadoop .crc sidecar without its data file",
     "Harmless for restart, but it counts as an entry for Spark 4.1+'s empty-directory check.",
-    "Remove it (`ckptfix repair`).",
+    "Move it out of the checkpoint (keep it as a backup).",
 )
 LOG_VOID = define(
     "LOG-VOID-OFFSET",

@@ -111,7 +111,7 @@ OPMETA_UNREADABLE = define(
     "warning",
     "Operator metadata cannot be parsed",
     "state/<op>/_metadata/metadata (4.x) describes the operator's stores and partitions.",
-    "Remove it so Spark 4.x rewrites it on the next batch (`ckptfix repair`).",
+    "Move it out of the checkpoint (keep it as a backup) so Spark 4.x rewrites it on the next batch.",
 )
 STATE_TRAILING = define(
     "STATE-FILE-TRAILING-BYTES",

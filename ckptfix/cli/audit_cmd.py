@@ -7,7 +7,6 @@ import typer
 
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.registry import RULES
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
     EndpointOption,
     Format,
@@ -15,6 +14,7 @@ from ckptfix.cli.common import (
     QuietOption,
     RichObserver,
     StorageOption,
+    TargetSparkOption,
     emit,
     guarded,
     note,
@@ -33,9 +33,7 @@ class FailOn(str, Enum):
 
 def audit(
     checkpoint: str = typer.Argument(..., help="Checkpoint location: a path, file://, s3://bucket/prefix, memory://"),
-    target_spark: str = typer.Option(
-        NEWEST, "--target-spark", help=f"Spark version to predict: {', '.join(SUPPORTED)}."
-    ),
+    target_spark: str = TargetSparkOption,
     deep: bool = typer.Option(False, "--deep", help="Read every log and state file, not just what a restart reads."),
     sink: str | None = typer.Option(None, "--sink", help="A file sink's output path, to check its _spark_metadata."),
     stateful: bool | None = typer.Option(

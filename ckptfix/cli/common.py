@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout
 from ckptfix.storage import open_location, parse_storage_options
@@ -35,6 +36,19 @@ StorageOption = typer.Option(
 )
 EndpointOption = typer.Option(
     None, "--endpoint-url", help="S3-compatible endpoint URL (sets client_kwargs.endpoint_url)."
+)
+
+
+def choices(values: tuple[str, ...] | list[str]) -> str:
+    """How --help shows an option that takes one of a few values (typer would show ``<str>``)."""
+    return "<" + "|".join(values) + ">"
+
+
+TargetSparkOption = typer.Option(
+    NEWEST,
+    "--target-spark",
+    metavar=choices(SUPPORTED),
+    help="The Spark release that will restart the query (default: the newest supported).",
 )
 QuietOption = typer.Option(
     False, "--quiet", "-q", help="Only the result on stdout: no progress, summary or hint on stderr (errors still)."

@@ -26,7 +26,7 @@ app = typer.Typer(
     help="Read, audit and repair Spark Structured Streaming checkpoints without a JVM.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,
 )
 app.command("inspect")(inspect_cmd.inspect)
 app.command("audit")(audit_cmd.audit)

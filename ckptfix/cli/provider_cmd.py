@@ -7,13 +7,13 @@ from pathlib import Path
 
 import typer
 
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
     EndpointOption,
     Format,
     FormatOption,
     QuietOption,
     StorageOption,
+    TargetSparkOption,
     guarded,
     note,
     storage_options,
@@ -37,7 +37,7 @@ def provider(
     changelog: Switch | None = typer.Option(
         None, "--changelog", help="--to rocksdb: changelog checkpointing on or off in the restarting session."
     ),
-    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
+    target_spark: str = TargetSparkOption,
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,

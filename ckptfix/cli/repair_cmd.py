@@ -10,13 +10,14 @@ import typer
 
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.model import Report
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
     EndpointOption,
     Format,
     FormatOption,
     QuietOption,
     StorageOption,
+    TargetSparkOption,
+    choices,
     emit,
     err,
     fail,
@@ -97,8 +98,10 @@ def carry_out(
 
 def repair(
     checkpoint: str = typer.Argument(..., help="Checkpoint location."),
-    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
-    strategy: str = typer.Option(STRATEGIES[0], "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
+    target_spark: str = TargetSparkOption,
+    strategy: str = typer.Option(
+        STRATEGIES[0], "--strategy", metavar=choices(STRATEGIES), help="How LOG-ASYNC-GAP is fixed (docs/repair.md)."
+    ),
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     query_id: str | None = typer.Option(None, "--query-id", help="The query id to restore a missing metadata file."),

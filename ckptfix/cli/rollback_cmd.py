@@ -7,13 +7,13 @@ from pathlib import Path
 import typer
 
 from ckptfix.audit import audit as run_audit
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
     EndpointOption,
     Format,
     FormatOption,
     QuietOption,
     StorageOption,
+    TargetSparkOption,
     guarded,
     note,
     storage_options,
@@ -28,7 +28,7 @@ def rollback(
     into: str | None = typer.Option(
         None, "--into", help="Copy the checkpoint here first (new or empty) and roll the copy back."
     ),
-    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
+    target_spark: str = TargetSparkOption,
     sink: str | None = typer.Option(None, "--sink", help="A file sink's output path (its _spark_metadata)."),
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,

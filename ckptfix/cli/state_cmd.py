@@ -11,13 +11,14 @@ from typing import IO, Any, NoReturn, TypeVar
 
 import typer
 
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
     EndpointOption,
     Format,
     FormatOption,
     QuietOption,
     StorageOption,
+    TargetSparkOption,
+    choices,
     emit,
     err,
     fail,
@@ -69,7 +70,10 @@ DataFormatOption = typer.Option(
     help="Row format: jsonl, csv, parquet, or json (one document: the selection and its rows; errors as JSON).",
 )
 EngineOption = typer.Option(
-    "local", "--engine", help="local, or spark: one PySpark task per partition (SparkSession from $SPARK_MASTER)."
+    "local",
+    "--engine",
+    metavar=choices(["local", "spark"]),
+    help="local, or spark: one PySpark task per partition (SparkSession from $SPARK_MASTER).",
 )
 OutOption = typer.Option(None, "--out", help="Write rows to this local file (default: stdout; parquet needs it).")
 
@@ -308,7 +312,9 @@ def read(
     version: int | None = typer.Option(None, "--version", help="Read this state version (= batch + 1)."),
     partition: int | None = PartitionOption,
     store: str | None = StoreOption,
-    join_side: str | None = typer.Option(None, "--join-side", help="Stream-stream join: left or right."),
+    join_side: str | None = typer.Option(
+        None, "--join-side", metavar=choices(["left", "right"]), help="Stream-stream join: left or right."
+    ),
     state_var: str | None = StateVarOption,
     timers: bool = typer.Option(False, "--timers", help="transformWithState: the registered timers."),
     from_snapshot: int | None = typer.Option(
@@ -407,7 +413,7 @@ def rebuild(
     retain: int | None = typer.Option(
         None, "--retain", help="Versions Spark retains (minBatchesToRetain, default 100)."
     ),
-    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
+    target_spark: str = TargetSparkOption,
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,

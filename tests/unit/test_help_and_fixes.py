@@ -1,0 +1,119 @@
+"""Help and guidance: --help shows the choices of enum-like options, shell completion works, and every
+`ckptfix ...` command an audit rule's fix text names exists with the flags it names; a fix text that
+names `ckptfix repair` for its own finding is one that repair has a planner for."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import ckptfix.repair
+from ckptfix.audit import RULES
+from ckptfix.audit.targets import SUPPORTED
+from ckptfix.repair.fixes import PLANNERS, STRATEGIES
+from tests.unit.realckpt import sample_checkpoint
+from tests.unit.test_cli_every_command import registered
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250", **env},
+    )
+
+
+@cache
+def help_text(command: str) -> str:
+    proc = cli(*command.split(), "--help")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("audit", "<" + "|".join(SUPPORTED) + ">"),
+        ("audit", "<error|warning|info|never>"),
+        ("repair", "<" + "|".join(SUPPORTED) + ">"),
+        ("repair", "<" + "|".join(STRATEGIES) + ">"),
+        ("rollback", "<" + "|".join(SUPPORTED) + ">"),
+        ("state rebuild", "<" + "|".join(SUPPORTED) + ">"),
+        ("migrate provider", "<rocksdb|hdfs>"),
+        ("state read", "<jsonl|csv|parquet|json>"),
+        ("state read", "<local|spark>"),
+        ("state read", "<left|right>"),
+        ("inspect", "<text|json>"),
+    ],
+)
+def test_help_shows_the_choices(command: str, shown: str) -> None:
+    assert shown in help_text(command)
+
+
+def test_shell_completion() -> None:
+    """Through the installed `ckptfix` script, as a shell calls it."""
+    exe = str(Path(sys.executable).with_name("ckptfix"))
+    show = subprocess.run([exe, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0 and "_ckptfix_completion" in show.stdout, show.stdout + show.stderr
+    assert "--install-completion" in help_text("")
+    env = {
+        **os.environ,
+        "_CKPTFIX_COMPLETE": "complete_bash",
+        "COMP_WORDS": "ckptfix audit x --fail-on ",
+        "COMP_CWORD": "4",
+    }
+    complete = subprocess.run([exe], capture_output=True, text=True, timeout=60, env=env)
+    assert complete.stdout.split() == ["error", "warning", "info", "never"]
+
+
+#: a backquoted ckptfix command in a fix text
+COMMAND = re.compile(r"`(ckptfix [^`]*)`")
+
+
+def named_commands() -> list[tuple[str, str]]:
+    return [(r.id, m.group(1)) for r in RULES.values() for m in COMMAND.finditer(r.fix)]
+
+
+def test_fix_texts_name_commands() -> None:
+    assert len(named_commands()) > 20  # the parser finds them
+
+
+@pytest.mark.parametrize(("rule", "text"), named_commands(), ids=[f"{r}: {t}" for r, t in named_commands()])
+def test_each_named_command_exists_with_its_flags(rule: str, text: str) -> None:
+    words = text.split()[1:]
+    commands = set(registered())
+    name = " ".join(words[:2]) if " ".join(words[:2]) in commands else words[0]
+    assert name in commands, f"{rule} names `{text}`: no command `ckptfix {name}`"
+    shown = help_text(name)
+    for flag in (w.split("=")[0] for w in words if w.startswith("--")):
+        assert re.search(rf"{re.escape(flag)}\b", shown), f"{rule} names `{text}`: `ckptfix {name}` has no {flag}"
+
+
+def test_a_fix_that_names_repair_for_its_own_finding_has_a_planner() -> None:
+    for m in pkgutil.iter_modules(ckptfix.repair.__path__):
+        importlib.import_module(f"ckptfix.repair.{m.name}")
+    # UPGRADE-JOIN-FORMAT-1 names repair for the nullability finding that follows the 3.5 run, not for itself
+    promised = {r.id for r in RULES.values() if "`ckptfix repair" in r.fix} - {"UPGRADE-JOIN-FORMAT-1"}
+    assert not promised - set(PLANNERS), sorted(promised - set(PLANNERS))
+
+
+def test_async_gap_fix_text_says_what_repair_plans() -> None:
+    """The sample's latest batch (31) is committed: the audit's fix says offsets/L-1 becomes a copy of offsets/L,
+    and repair plans exactly that file from exactly that source."""
+    fix = RULES["LOG-ASYNC-GAP"].fix
+    assert "a copy of offsets/L when batch L is committed" in fix
+    doc = json.loads(cli("repair", str(sample_checkpoint()), "-f", "json").stdout)["plan"]
+    assert doc["latest_offset"] == doc["latest_commit"] == 31
+    (action,) = doc["actions"]
+    assert action["path"] == "offsets/30" and "copy of offsets/31" in action["reason"], action
