@@ -18,6 +18,7 @@ from ckptfix.cli import (
     repair_cmd,
     rollback_cmd,
     state_cmd,
+    state_edit_cmd,
 )
 from ckptfix.render import jsonout
 
@@ -37,6 +38,8 @@ app.command("undo")(repair_cmd.undo)
 app.command("history")(repair_cmd.history)
 app.command("rollback")(rollback_cmd.rollback)
 app.add_typer(offsets_cmd.app, name="offsets")
+state_cmd.app.command("delete")(state_edit_cmd.delete)
+state_cmd.app.command("put")(state_edit_cmd.put)
 app.add_typer(state_cmd.app, name="state")
 app.add_typer(migrate_cmd.app, name="migrate")
 app.command("async-off")(async_cmd.async_off)

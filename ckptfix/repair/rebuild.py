@@ -173,16 +173,44 @@ def rebuild_store(
         keys = len(content) - (0 if chain.provider == "hdfs" else 1)
         return StoreRebuild(store.rel, chain.describe() + " (already a snapshot, kept)", keys, [], skipped)
     reason = f"snapshot of version {n} = {chain.describe()}"
-    if chain.provider == "hdfs":
-        rel = f"{store.rel}/{layout.state_file_name(n, 'snapshot')}"
-        raw = statefile.dump_snapshot([Record(k, v) for k, v in content])
-        builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), reason, RULE)
-        result = StoreRebuild(store.rel, chain.describe(), len(content), [rel], skipped)
-    else:
-        result = _rocks_snapshot(sel, store, chain, content, builder, reason, skipped)
+    meta = None if chain.provider == "hdfs" else content.pop()
+    written = write_snapshot(sel, store, chain, content, meta, builder, reason, RULE)
+    result = StoreRebuild(store.rel, chain.describe(), len(content), written, skipped)
     if prune:
         _prune(sel, store, builder, retain)
     return result
+
+
+def read_version(sel: Selection, chain: chains.Chain) -> tuple[list[tuple[bytes, bytes]], dict[str, Any] | None]:
+    """The (key, value) pairs of the chain's version exactly as a snapshot stores them (RocksDB: with the
+    base zip's metadata fields, None for HDFS). Every file of the chain is read and checked."""
+    content = _content(sel, chain)
+    if chain.provider == "hdfs":
+        return content, None
+    meta: dict[str, Any] = content.pop()
+    return content, meta
+
+
+def write_snapshot(
+    sel: Selection,
+    store: StoreDir,
+    chain: chains.Chain,
+    pairs: list[tuple[bytes, bytes]],
+    meta: dict[str, Any] | None,
+    builder: PlanBuilder,
+    reason: str,
+    rule: str,
+) -> list[str]:
+    """Plan the snapshot of version ``sel.version`` holding exactly ``pairs`` (HDFS: ``N.snapshot`` in the
+    query's codec; RocksDB: ``N.zip`` + fresh SSTs, ``meta`` giving the column-family fields). An existing
+    snapshot of that version is replaced (the engine backs it up). Returns the files written."""
+    n = sel.version
+    if chain.provider == "hdfs":
+        rel = f"{store.rel}/{layout.state_file_name(n, 'snapshot')}"
+        raw = statefile.dump_snapshot([Record(k, v) for k, v in pairs])
+        builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), reason, rule)
+        return [rel]
+    return _rocks_snapshot(sel, store, chain, pairs, meta or {}, builder, reason, rule)
 
 
 def _rocks_snapshot(
@@ -190,13 +218,13 @@ def _rocks_snapshot(
     store: StoreDir,
     chain: chains.Chain,
     content: list[Any],
+    meta: dict[str, Any],
     builder: PlanBuilder,
     reason: str,
-    skipped: list[str],
-) -> StoreRebuild:
+    rule: str,
+) -> list[str]:
     from ckptfix.stores import rocks
 
-    meta: dict[str, Any] = content.pop()
     n = sel.version
     uid = None
     if any(u for (_, _, u) in store.files):  # checkpoint format v2
@@ -226,17 +254,17 @@ def _rocks_snapshot(
     written = []
     for dfs, data in sorted(built.ssts.items()):
         rel = f"{store.rel}/SSTs/{dfs}"
-        builder.write(rel, data, f"SST of the new {n}.zip", RULE)
+        builder.write(rel, data, f"SST of the new {n}.zip", rule)
         written.append(rel)
     zip_rel = f"{store.rel}/{layout.state_file_name(n, 'zip', uid)}"
-    builder.write(zip_rel, built.zip_bytes, reason, RULE)
+    builder.write(zip_rel, built.zip_bytes, reason, rule)
     written.append(zip_rel)
     if uid is not None and f"{zip_rel.rsplit('/', 1)[-1]}.crc" not in store.checksums and store.checksums:
         # the store has 4.x checksum sidecars: give the new zip one too
         side = f"{zip_rel}.crc"
-        builder.write(side, filechecksum.dump(filechecksum.make(built.zip_bytes)), f"checksum of {zip_rel}", RULE)
+        builder.write(side, filechecksum.dump(filechecksum.make(built.zip_bytes)), f"checksum of {zip_rel}", rule)
         written.append(side)
-    return StoreRebuild(store.rel, chain.describe(), len(content), written, skipped)
+    return written
 
 
 def written_by_spark4(sel: Selection) -> bool:

@@ -18,6 +18,7 @@ from tests.repair.test_fixes_logs import extract
 from tests.unit.realckpt import sample_checkpoint
 
 PROGRESS = Path(__file__).resolve().parents[1] / "fixtures" / "progress" / "spark-4.3.0" / "agg_hdfs" / "progress.json"
+STATE_ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "state_edit" / "put_rows.jsonl"
 
 #: command -> arguments after it; {sample} is a stateless async checkpoint, {agg} a Spark 3.5.9 HDFS aggregation
 ARGS: dict[str, list[str]] = {
@@ -34,6 +35,8 @@ ARGS: dict[str, list[str]] = {
     "state read": ["{agg}"],
     "state changes": ["{agg}", "--from", "1"],
     "state rebuild": ["{agg}", "--force"],
+    "state delete": ["{agg}", "--where", "key = 'k1'"],
+    "state put": ["{agg}", "--rows", str(STATE_ROWS)],
     "migrate relocate": ["{agg}", "{tmp}/moved", "--force"],
     "migrate provider": ["{agg}", "--to", "rocksdb", "--force"],
     "advise": [str(PROGRESS)],
