@@ -15,6 +15,21 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 # imported last and on purpose over the subpackage attribute of the same name
-from ckptfix.api import audit, open_checkpoint, plan_repair, read_state  # noqa: E402
+from ckptfix.api import (  # noqa: E402
+    audit,
+    open_checkpoint,
+    plan_repair,
+    plan_state_delete,
+    plan_state_put,
+    read_state,
+)
 
-__all__ = ["__version__", "audit", "open_checkpoint", "plan_repair", "read_state"]
+__all__ = [
+    "__version__",
+    "audit",
+    "open_checkpoint",
+    "plan_repair",
+    "plan_state_delete",
+    "plan_state_put",
+    "read_state",
+]

@@ -146,6 +146,75 @@ def plan_repair(
     return RepairPlan(plan, report, unfixed, url, opts, target_spark)
 
 
+@dataclass
+class StatePlan:
+    """A state surgery plan (``ckptfix state delete`` / ``state put``): the snapshots of state version
+    last batch + 1 for the partitions that change. Nothing is written until :meth:`apply`."""
+
+    plan: Plan
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    #: input keys that are not in the state (delete), as "file: line n"
+    not_found: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """The plan as ``ckptfix state delete/put`` prints it (without colours)."""
+        from io import StringIO
+
+        from rich.console import Console
+
+        from ckptfix.render import text
+
+        buf = StringIO()
+        text.plan(self.plan, [], Console(file=buf, width=120, color_system=None))
+        return buf.getvalue()
+
+    def apply(self, *, backup_url: str | None = None, force: bool = False, idle_seconds: float = 120) -> str:
+        """Back up, write, journal; returns the run id (``ckptfix undo CKPT RUN`` restores every byte). Refuses
+        while the query runs (``force`` skips that check) and when a file changed since the plan."""
+        from ckptfix.repair import engine
+
+        ckpt = Location(self.url, self.storage_options)
+        backup = Location(backup_url or engine.default_backup_url(self.url), self.storage_options)
+        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
+
+
+def plan_state_delete(
+    ckpt_or_url: Checkpoint | str,
+    operator: int = 0,
+    *,
+    keys_file: str | None = None,
+    where: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> StatePlan:
+    """``ckptfix state delete``: delete the keys of ``keys_file`` (JSON lines / Parquet) or those matching ``where``
+    (``"key IN ('a', 'b')"``; see docs/state-surgery.md) from the state the restart loads. ``options``:
+    ``key_schema``/``value_schema`` (StructType), ``force_schema``, ``target_spark``."""
+    from ckptfix.repair.surgery import plan_state_delete as make_plan
+
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    result = make_plan(ckpt, operator=operator, keys_file=keys_file, where=where, storage_options=opts, **options)
+    return StatePlan(result.plan, url, opts, result.not_found)
+
+
+def plan_state_put(
+    ckpt_or_url: Checkpoint | str,
+    rows_file: str,
+    operator: int = 0,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> StatePlan:
+    """``ckptfix state put``: write the rows of ``rows_file`` (``{"key": ..., "value": ...}`` per line, or
+    Parquet), checked against the stored schemas, into the state the restart loads."""
+    from ckptfix.repair.surgery import plan_state_put as make_plan
+
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    result = make_plan(ckpt, operator=operator, rows_file=rows_file, storage_options=opts, **options)
+    return StatePlan(result.plan, url, opts)
+
+
 def read_state(
     ckpt_or_url: Checkpoint | str,
     operator: int = 0,

@@ -193,6 +193,34 @@ def test_refused_operators_say_why(tmp_path: Path) -> None:
         plan_state_delete(str(ckpt), where="key IS NULL")
 
 
+def test_python_api_plans_and_applies(tmp_path: Path) -> None:
+    import ckptfix
+
+    ckpt = extract("agg_rocksdb_cl", tmp_path / "x")
+    before = state(ckpt)
+    plan = ckptfix.plan_state_delete(str(ckpt), where="key = 'k2'")
+    assert "STATE-DELETE" in plan.describe() and state(ckpt) == before
+    plan.apply(force=True)
+    assert state(ckpt) == {k: v for k, v in before.items() if k != "k2"}
+    rows = rows_file(tmp_path, {"key": {"key": "k2"}, "value": {"count": 3, "sum": 4}})
+    ckptfix.plan_state_put(str(ckpt), str(rows)).apply(force=True)
+    assert state(ckpt)["k2"] == ({"count": 3, "sum": 4}, before["k2"][1])
+
+
+def test_uncommitted_batch_files_are_deleted_in_edited_stores(tmp_path: Path) -> None:
+    """Spark wrote the state of batch 7 (8.delta) but crashed before commits/7: the restart re-runs batch 7 on
+    version 7, and the HDFS provider would keep the stale 8.delta (it ignores a rename onto an existing file)."""
+    ckpt = extract("agg_hdfs", tmp_path / "x")
+    (ckpt / "commits/7").unlink()
+    (ckpt / "commits/.7.crc").unlink(missing_ok=True)
+    part = state(ckpt)["k4"][1]
+    result = plan_state_delete(str(ckpt), where="key = 'k4'")
+    assert result.version == 7
+    ops = {(a.op, a.path) for a in result.plan.actions if not a.path.endswith(".crc")}
+    assert ops == {("write", f"state/0/{part}/7.snapshot"), ("delete", f"state/0/{part}/8.delta")}
+    assert any("batch 7 (planned, not committed) runs again" in e for e in result.plan.effects)
+
+
 def test_where_grammar() -> None:
     match = edits.parse_where("key IN ('a', 'it''s') AND key != 'a'", KEY)
     assert [k for k in ("a", "it's", "b") if match({"key": k})] == ["it's"]
