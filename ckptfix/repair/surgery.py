@@ -15,9 +15,11 @@ Which version Spark loads, and so what the plan writes (Spark's source, checked 
   the newest ``*.zip`` at or below N is loaded, then changelogs after it are replayed. The plan writes (or
   replaces) ``N.zip`` with fresh SSTs holding the edited rows (the writer of ``state rebuild``), so no
   changelog is replayed for N, with or without changelog checkpointing.
-- Files of versions above N in an edited store were left by a batch that did not commit: Spark runs that
-  batch again on the edited state and writes them again, but the HDFS provider ignores a delta that already
-  exists (``renameTempFile`` swallows ``FileAlreadyExistsException``), so the plan deletes them (backed up).
+- Files of versions above N in an edited store were left by a batch that did not commit (its state was
+  committed, the commit log entry was not). Spark runs that batch again on the edited state and rewrites its
+  delta (``createAtomic(deltaFile, overwriteIfPossible = true)``), but a snapshot of such a version that
+  maintenance wrote meanwhile would be preferred by ``loadMap`` on a later restart and still hold the unedited
+  state (RocksDB likewise takes the newest zip). The plan deletes them (backed up): Spark writes them again.
 - Only the partitions that change get a file. Keys are matched by their decoded values; a new key (``put``)
   goes to the partition ``HashPartitioning`` gives it (Spark's Murmur3 hash, seed 42, ``pmod`` the partition
   count: :mod:`ckptfix.formats.sparkhash`), after checking that the hash places every stored key where Spark

@@ -209,7 +209,7 @@ def test_python_api_plans_and_applies(tmp_path: Path) -> None:
 
 def test_uncommitted_batch_files_are_deleted_in_edited_stores(tmp_path: Path) -> None:
     """Spark wrote the state of batch 7 (8.delta) but crashed before commits/7: the restart re-runs batch 7 on
-    version 7, and the HDFS provider would keep the stale 8.delta (it ignores a rename onto an existing file)."""
+    the edited version 7 and writes version 8 again; the plan removes the stale one (and any snapshot of it)."""
     ckpt = extract("agg_hdfs", tmp_path / "x")
     (ckpt / "commits/7").unlink()
     (ckpt / "commits/.7.crc").unlink(missing_ok=True)
