@@ -7,10 +7,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from ckptfix.audit.targets import SparkTarget
-from ckptfix.checkpoint import Checkpoint, LogDir
+from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
 from ckptfix.formats import commitlog, offsetlog
-from ckptfix.storage import Location
+from ckptfix.sinks import Sink
 
 if TYPE_CHECKING:
     from ckptfix.audit.queryshape import QueryShape
@@ -30,12 +30,6 @@ class NullObserver:
 
     def advance(self, n: int = 1) -> None:
         pass
-
-
-@dataclass
-class Sink:
-    location: Location
-    log: LogDir
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ckptfix import layout
 from ckptfix.audit import (  # noqa: F401
     rules_conf,
     rules_links,
@@ -17,13 +16,13 @@ from ckptfix.audit import (  # noqa: F401
     rules_state,
     rules_upgrade,
 )
-from ckptfix.audit.context import AuditContext, NullObserver, Observer, Sink
+from ckptfix.audit.context import AuditContext, NullObserver, Observer
 from ckptfix.audit.model import Finding, Report, Skipped, Verdict, severity_rank
 from ckptfix.audit.queryshape import QueryShape
 from ckptfix.audit.registry import CHECKS
 from ckptfix.audit.targets import parse_target
-from ckptfix.checkpoint import Checkpoint, index_log
-from ckptfix.storage import Location
+from ckptfix.checkpoint import Checkpoint
+from ckptfix.sinks import open_sink
 
 
 def decide(target: str, findings: list[Finding]) -> Verdict:
@@ -35,12 +34,6 @@ def decide(target: str, findings: list[Finding]) -> Verdict:
         return Verdict(target, False, first.spark_error, first.rule_id, hazards)
     unknowns = tuple(f.message for f in findings if f.undecided)
     return Verdict(target, None if unknowns else True, None, None, hazards, unknowns)
-
-
-def open_sink(path: str, storage_options: Mapping[str, Any] | None) -> Sink:
-    loc = Location(path, storage_options)
-    entries = loc.list_tree()
-    return Sink(loc, index_log(layout.SINK_LOG, entries, compactible=True))
 
 
 def audit(

@@ -1,7 +1,8 @@
-"""A file sink's ``_spark_metadata`` against the commit log (when the sink path is given).
+"""A sink that remembers batch ids, against the checkpoint's logs (when the sink path is given).
 
-FileStreamSink skips every batch id <= the newest id in its log (exactly-once handshake), so a
-sink log ahead of the checkpoint silently drops the re-planned batches.
+FileStreamSink skips every batch id <= the newest id in ``_spark_metadata``; Delta's sink skips every batch id
+<= the newest ``txn`` version of appId = the query id (:mod:`ckptfix.sinks`). A sink ahead of the offset log
+silently drops the batches Spark plans again with new data.
 """
 
 from __future__ import annotations
@@ -11,58 +12,79 @@ from collections.abc import Iterator
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding
 from ckptfix.audit.registry import check, define
+from ckptfix.errors import CkptfixError
 
 SINK_AHEAD = define(
     "SINK-AHEAD",
     "error",
-    "The file sink has batches the checkpoint will plan again",
-    "FileStreamSink.addBatch skips any batch id at or below the newest id in _spark_metadata. When the sink "
-    "log is ahead of the offset log (a rolled-back or replaced checkpoint), the next batches are planned "
+    "The sink holds batches the checkpoint will plan again",
+    "FileStreamSink.addBatch skips any batch id at or below the newest id in _spark_metadata; Delta's "
+    "DeltaSink.addBatch skips any batch id at or below the newest txn version recorded for the query id. When "
+    "the sink is ahead of the offset log (a rolled-back or replaced checkpoint), the next batches are planned "
     "with new data and silently dropped by the sink.",
-    "Roll the sink log back too, or write to a new output path; never re-plan batch ids the sink holds.",
+    "Keep the sink and restart from a new checkpoint with a new query id that starts where this one ended "
+    "(`ckptfix offsets export CKPT` gives each source's starting offsets), or write to a new output path; never "
+    "re-plan batch ids the sink holds.",
 )
 SINK_BEHIND = define(
     "SINK-BEHIND",
     "warning",
-    "The file sink's log is behind the commit log",
-    "Committed batches are missing from _spark_metadata: their files (if any) are invisible to readers "
-    "that use the sink log.",
-    "Check whether _spark_metadata was damaged or the sink path changed.",
+    "The sink's log is behind the commit log",
+    "Committed batches are missing from the sink's log (_spark_metadata, or the Delta table's txn for the query): "
+    "their rows are not in the sink (the sink log was damaged or restored, or the path changed), and Spark will "
+    "not write them again.",
+    "Check whether the sink log was damaged or restored (Delta RESTORE) or the sink path changed.",
 )
 SINK_NO_LOG = define(
     "SINK-NO-LOG",
     "info",
-    "The given sink path has no _spark_metadata",
-    "Only Spark's file sink keeps _spark_metadata; other sinks cannot be checked from files.",
-    "Pass the file sink's output path, or leave --sink out.",
+    "The given sink path has no sink log of this query",
+    "Only Spark's file sink (_spark_metadata) and Delta's sink (a txn per query id in _delta_log) remember batch "
+    "ids in files; a Delta table without a txn of this query id was not written by its Delta sink (a foreachBatch "
+    "writer's txnAppId is its own choice and is not checked).",
+    "Pass the file sink's output path or the Delta table's path, or leave --sink out.",
 )
+
+
+def _query_id(ctx: AuditContext) -> str | None:
+    try:
+        return ctx.ckpt.query_metadata().id
+    except (CkptfixError, OSError):
+        return None  # the metadata rules report it
 
 
 @check
 def sink_log(ctx: AuditContext) -> Iterator[Finding]:
     if ctx.sink is None:
         return
-    log, loc = ctx.sink.log, ctx.sink.location
-    S = log.latest
+    sink, qid = ctx.sink, _query_id(ctx)
+    S = sink.last_batch(qid)
     if S is None:
-        yield SINK_NO_LOG.finding(
-            f"{loc.display('_spark_metadata')} has no batch files", [Evidence(loc.display("_spark_metadata"))]
-        )
+        if sink.delta is not None:
+            others = ", ".join(sorted(sink.delta.txns)) or "none"
+            message = (
+                f"the Delta table {sink.location.url} records no txn of query {qid} (appIds it records: {others}): "
+                "its Delta sink never committed a batch there"
+            )
+        else:
+            message = f"{sink.location.display('_spark_metadata')} has no batch files"
+        yield SINK_NO_LOG.finding(message, [Evidence(sink.evidence(qid))])
         return
     L, K = ctx.latest_offset, ctx.latest_commit
+    who = sink.describe(qid)
     if L is None or S > L:
         first = 0 if L is None else L + 1
         yield SINK_AHEAD.finding(
-            f"the sink log reaches batch {S} but the offset log only {L}: batches {first}..{S} will be planned "
+            f"{who} reaches batch {S} but the offset log only {L}: batches {first}..{S} will be planned "
             "with new data and skipped by the sink (silent data loss)",
             [
-                Evidence(loc.display(log.path_of(S)), note="newest sink batch"),
+                Evidence(sink.evidence(qid), note="newest batch the sink holds"),
                 Evidence(ctx.ckpt.display("offsets"), note=f"latest offset {L}"),
             ],
             silent=True,
         )
     elif K is not None and S < K:
         yield SINK_BEHIND.finding(
-            f"the sink log ends at batch {S} but batches up to {K} are committed",
-            [Evidence(loc.display(log.path_of(S))), Evidence(ctx.ckpt.display(f"commits/{K}"))],
+            f"{who} ends at batch {S} but batches up to {K} are committed",
+            [Evidence(sink.evidence(qid)), Evidence(ctx.ckpt.display(f"commits/{K}"))],
         )

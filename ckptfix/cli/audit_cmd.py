@@ -35,7 +35,11 @@ def audit(
     checkpoint: str = typer.Argument(..., help="Checkpoint location: a path, file://, s3://bucket/prefix, memory://"),
     target_spark: str = TargetSparkOption,
     deep: bool = typer.Option(False, "--deep", help="Read every log and state file, not just what a restart reads."),
-    sink: str | None = typer.Option(None, "--sink", help="A file sink's output path, to check its _spark_metadata."),
+    sink: str | None = typer.Option(
+        None,
+        "--sink",
+        help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
+    ),
     stateful: bool | None = typer.Option(
         None,
         "--stateful/--stateless",

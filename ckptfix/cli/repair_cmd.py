@@ -108,7 +108,11 @@ def repair(
     accept_edits: bool = typer.Option(
         False, "--accept-edits", help="Keep log files edited after Spark wrote them: regenerate their .crc sidecars."
     ),
-    sink: str | None = typer.Option(None, "--sink", help="A file sink's output path (its _spark_metadata)."),
+    sink: str | None = typer.Option(
+        None,
+        "--sink",
+        help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
+    ),
     stateful: bool | None = typer.Option(None, "--stateful/--stateless", help="Whether the query is stateful."),
     backup_dir: str | None = BackupOption,
     force: bool = ForceOption,

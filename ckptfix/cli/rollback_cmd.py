@@ -29,7 +29,11 @@ def rollback(
         None, "--into", help="Copy the checkpoint here first (new or empty) and roll the copy back."
     ),
     target_spark: str = TargetSparkOption,
-    sink: str | None = typer.Option(None, "--sink", help="A file sink's output path (its _spark_metadata)."),
+    sink: str | None = typer.Option(
+        None,
+        "--sink",
+        help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
+    ),
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,

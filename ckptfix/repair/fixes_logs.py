@@ -26,9 +26,22 @@ from ckptfix.repair.fixes import CannotFix, FixContext, fixes
 # -- shared facts --------------------------------------------------------------------------
 
 
+def _query_id(fc: FixContext) -> str | None:
+    try:
+        return fc.ckpt.query_metadata().id
+    except (CkptfixError, OSError):
+        return None
+
+
 def _sink_latest(fc: FixContext) -> int | None:
+    """The newest batch id the sink (file sink or Delta table, :mod:`ckptfix.sinks`) holds and would skip."""
     sink = fc.audit.sink
-    return sink.log.latest if sink is not None else None
+    return sink.last_batch(_query_id(fc)) if sink is not None else None
+
+
+def _sink_words(fc: FixContext) -> str:
+    sink = fc.audit.sink
+    return "the sink" if sink is None else sink.describe(_query_id(fc))
 
 
 def _no_replan(fc: FixContext, first: int, why: str) -> None:
@@ -36,8 +49,9 @@ def _no_replan(fc: FixContext, first: int, why: str) -> None:
     S = _sink_latest(fc)
     if S is not None and first <= S:
         raise CannotFix(
-            f"{why}: Spark would plan batch {first} anew, but the file sink's _spark_metadata already holds batches "
-            f"up to {S}; the sink skips them and their new data is lost (move the sink's output first)"
+            f"{why}: Spark would plan batch {first} anew, but {_sink_words(fc)} already holds batches "
+            f"up to {S}; the sink skips them and their new data is lost (move the sink's output first, or start a "
+            "new checkpoint from `ckptfix offsets export CKPT`)"
         )
 
 
@@ -622,7 +636,7 @@ def _truncate_to_consecutive(fc: FixContext, rule: str) -> list[str]:
     S = _sink_latest(fc)
     if S is not None and b < S:
         raise CannotFix(
-            f"the file sink holds batches up to {S}; truncating to {b} makes Spark re-plan batches {b + 1}..{S} "
+            f"{_sink_words(fc)} holds batches up to {S}; truncating to {b} makes Spark re-plan batches {b + 1}..{S} "
             "with new data and the sink would skip them (data loss)"
         )
     L = ck.offsets.latest
@@ -678,8 +692,8 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     S = _sink_latest(fc)
     if S is not None and S >= L:
         raise CannotFix(
-            f"the file sink already holds batch {S} >= {L}: re-running batch {L} over a wider range would be skipped "
-            "by the sink (data loss); use --strategy truncate only after moving the sink's output"
+            f"{_sink_words(fc)} already holds batch {S} >= {L}: re-running batch {L} over a wider range would be "
+            "skipped by the sink (data loss); use --strategy truncate only after moving the sink's output"
         )
     fc.builder.write(target, ck.read(ck.offsets.files[P]), f"copy of offsets/{P}, the newest earlier offset file", rule)
     return [

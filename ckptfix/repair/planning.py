@@ -12,7 +12,6 @@ from typing import Any
 
 from ckptfix.audit import audit
 from ckptfix.audit.context import AuditContext
-from ckptfix.audit.engine import open_sink
 from ckptfix.audit.model import Report
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
@@ -20,6 +19,7 @@ from ckptfix.errors import UsageError
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES, CannotFix, FixContext
 from ckptfix.repair.plan import Plan
+from ckptfix.sinks import open_sink
 
 _PLANNER_MODULES = (
     "ckptfix.repair.fixes",

@@ -33,7 +33,6 @@ from typing import Any
 
 from ckptfix import layout
 from ckptfix.audit import audit
-from ckptfix.audit.engine import open_sink
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import CkptfixError, FormatError, UsageError
@@ -41,6 +40,7 @@ from ckptfix.formats import rocksdbzip
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.engine import LiveQuery, check_recent_writes
 from ckptfix.repair.plan import Plan
+from ckptfix.sinks import open_sink
 from ckptfix.storage import Location
 
 RULE = "ROLLBACK"
@@ -207,13 +207,17 @@ def plan_rollback(
         check_idle(src, idle_seconds, N)
     sink_latest = None
     if sink_path is not None:
-        sink_latest = open_sink(sink_path, storage_options).log.latest
+        sink = open_sink(sink_path, storage_options)
+        qid = src.query_metadata().id
+        sink_latest = sink.last_batch(qid)
         if sink_latest is not None and sink_latest > N:
             raise RollbackRefused(
                 N,
-                f"the file sink {sink_path} already holds batches up to {sink_latest}: Spark would re-plan batches "
-                f"{N + 1}..{sink_latest} with new data and the sink skips every batch id it already has "
-                "(silent data loss). Roll the sink back too, or restart into a new output path",
+                f"{sink.describe(qid)} at {sink_path} already holds batches up to {sink_latest} "
+                f"({sink.evidence(qid)}): Spark would re-plan batches {N + 1}..{sink_latest} with new data and the "
+                "sink skips every batch id it already has (silent data loss). Keep the sink and start a new "
+                f"checkpoint (a new query id) from batch {N}'s offsets instead: `ckptfix offsets export CKPT "
+                f"--batch {N}`; or roll the sink back too, or restart into a new output path",
             )
     copied_from, copied = None, 0
     ckpt = src

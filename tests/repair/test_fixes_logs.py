@@ -444,3 +444,27 @@ def test_cli_repair_apply_restores_metadata(tmp_path: Path) -> None:
     proc = _cli("repair", str(ckpt), "--query-id", QUERY_ID, "--apply", "--force")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (ckpt / "metadata").read_bytes() == b'{"id":"f405cca0-6611-4197-acb2-ea3f2b8bf4bf"}'
+
+
+def test_damaged_latest_offset_refused_when_a_delta_sink_holds_it(tmp_path: Path) -> None:
+    """The same refusal when the sink is a Delta table (delta-rs writes the txn DeltaSink would: appId = the
+    query id, version = the batch id): batch 6 is in the table, so planning it anew would be skipped."""
+    pa = pytest.importorskip("pyarrow")
+    deltalake = pytest.importorskip("deltalake")
+    ckpt, _ = extract("stateless", tmp_path / "x")  # offsets and commits 0..6
+    qid = json.loads((ckpt / "metadata").read_text())["id"]
+    table = tmp_path / "table"
+    for b in range(7):
+        props = deltalake.CommitProperties(app_transactions=[deltalake.Transaction(qid, b)])
+        deltalake.write_deltalake(str(table), pa.table({"k": [b]}), mode="append", commit_properties=props)
+    CASES["offset_latest_empty"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt, sink_path=str(table))
+    assert plan.empty
+    assert any(
+        u.startswith("LOG-UNREADABLE: offsets/6 is damaged: Spark would plan batch 6 anew")
+        and f"txn of appId {qid}" in u
+        and "up to 6" in u
+        for u in unfixed
+    ), unfixed
+    # without the table, the same damage is planned (the refusal comes from the sink alone)
+    assert not plan_of(ckpt)[0].empty

@@ -17,6 +17,7 @@ LAYER = {
     "formats": 0,
     "checkpoint": 1,
     "stores": 1,
+    "sinks": 1,
     "audit": 2,
     "state": 2,
     "inspect": 2,

@@ -1,0 +1,135 @@
+"""The sinks that remember batch ids: what a restart (or a rollback, or a repair) will find already written.
+
+Spark re-plans a batch id with new data when its offsets are gone (rolled back, truncated, lost), but two
+exactly-once sinks remember the ids they hold and silently skip them:
+
+* the file sink: ``FileStreamSink.addBatch`` skips any batch id at or below the newest in
+  ``<output>/_spark_metadata`` (whatever query wrote it);
+* Delta Lake's sink: ``DeltaSink.addBatch`` skips a batch id at or below the newest ``txn`` version recorded
+  for ``appId`` = the query id (the ``id`` in the checkpoint's ``metadata``; it survives restarts), read from
+  ``<table>/_delta_log`` (:mod:`ckptfix.formats.deltalog`).
+
+One model for audit, repair and rollback: :meth:`Sink.last_batch` is the newest batch id the sink will skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix import layout
+from ckptfix.checkpoint import LogDir, index_log
+from ckptfix.errors import FormatError
+from ckptfix.formats import deltalog
+from ckptfix.storage import Location
+
+
+@dataclass(frozen=True)
+class DeltaTable:
+    """The replayed transaction identifiers of a Delta table: the table's version and the newest ``txn`` per
+    application id (checkpoint first, then every later commit in order, as Delta's log replay does)."""
+
+    version: int | None
+    txns: dict[str, deltalog.Txn] = field(default_factory=dict)
+    checkpoint: str | None = None  # the rel path of the checkpoint the replay started from
+
+
+@dataclass
+class Sink:
+    location: Location
+    log: LogDir  # the file sink's _spark_metadata (empty when the path holds none)
+    delta: DeltaTable | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.delta is not None:
+            return "delta"
+        return "file" if self.log.latest is not None else "none"
+
+    def last_batch(self, query_id: str | None) -> int | None:
+        """The newest batch id this sink holds and will skip when Spark plans it again, or None."""
+        if self.delta is not None:
+            txn = self.delta.txns.get(query_id or "")
+            return None if txn is None else txn.version
+        return self.log.latest
+
+    def evidence(self, query_id: str | None) -> str:
+        """The file that says so (for findings and refusals)."""
+        if self.delta is not None:
+            txn = self.delta.txns.get(query_id or "")
+            return self.location.display(txn.rel if txn is not None else deltalog.LOG_DIR)
+        latest = self.log.latest
+        return self.location.display(self.log.path_of(latest) if latest is not None else layout.SINK_LOG)
+
+    def describe(self, query_id: str | None) -> str:
+        """Who remembers the batch ids, in words."""
+        if self.delta is not None:
+            return f"the Delta table's transaction log (txn of appId {query_id})"
+        return "the file sink's _spark_metadata"
+
+
+def _replay(loc: Location) -> DeltaTable:
+    """Delta's log replay, reduced to ``txn`` actions: the newest complete checkpoint, then every commit after it.
+
+    Commits after the checkpoint must be contiguous up to the newest one (Delta itself refuses a gap)."""
+    entries = loc.list_tree(deltalog.LOG_DIR)
+    commits: dict[int, str] = {}
+    checkpoints: dict[tuple[int, str], list[deltalog.LogFile]] = {}
+    for rel, entry in entries.items():
+        if entry.is_dir or rel.count("/") != 1:
+            continue
+        f = deltalog.classify(rel.rsplit("/", 1)[1], rel)
+        if f is None:
+            continue
+        if f.kind == "commit":
+            commits[f.version] = rel
+        else:
+            key = (f.version, f.form if f.form != "multi" else f"multi-{f.parts}")
+            checkpoints.setdefault(key, []).append(f)
+    complete = sorted(
+        (version, sorted(files, key=lambda f: f.part))
+        for (version, _form), files in checkpoints.items()
+        if files[0].form != "multi" or {f.part for f in files} == set(range(1, files[0].parts + 1))
+    )
+    newest = max([*commits, *(v for v, _ in complete)], default=None)
+    if newest is None:
+        return DeltaTable(None)
+    start: int = -1
+    txns: dict[str, deltalog.Txn] = {}
+    used: str | None = None
+    if complete:
+        start, files = complete[-1]
+        used = files[0].rel
+        for f in files:
+            data, path = loc.read(f.rel), loc.display(f.rel)
+            found = (
+                deltalog.txns_in_json(data, path, f.rel)
+                if f.form == "v2-json"
+                else deltalog.txns_in_parquet(data, path, f.rel)
+            )
+            txns.update(found)
+    for version in range(start + 1, newest + 1):
+        commit = commits.get(version)
+        if commit is None:
+            have = f"commit {version - 1}" if version - 1 in commits else "no earlier file"
+            raise FormatError(
+                loc.display(f"{deltalog.LOG_DIR}/{version:020d}.json"),
+                0,
+                f"every Delta commit from {start + 1} to {newest} (the log replays them in order)",
+                f"none; the log has {have} and continues at {min((v for v in commits if v > version), default=newest)}",
+                kind="missing",
+            )
+        txns.update(deltalog.txns_in_json(loc.read(commit), loc.display(commit), commit))
+    return DeltaTable(newest, txns, used)
+
+
+def open_sink(path: str, storage_options: Mapping[str, Any] | None = None) -> Sink:
+    """The sink at ``path``: a Delta table when it has ``_delta_log``, else a file sink's ``_spark_metadata``."""
+    loc = Location(path, storage_options)
+    if loc.exists(deltalog.LOG_DIR):  # only the log is listed, never the table's data files
+        return Sink(loc, index_log(layout.SINK_LOG, {}, compactible=True), _replay(loc))
+    return Sink(loc, index_log(layout.SINK_LOG, loc.list_tree(), compactible=True))
+
+
+__all__ = ["DeltaTable", "Sink", "open_sink"]
