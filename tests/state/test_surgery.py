@@ -221,6 +221,50 @@ def test_uncommitted_batch_files_are_deleted_in_edited_stores(tmp_path: Path) ->
     assert any("batch 7 (planned, not committed) runs again" in e for e in result.plan.effects)
 
 
+def test_parquet_keys_and_rows(tmp_path: Path) -> None:
+    """Parquet as `state read -f parquet` writes it (struct columns key/value), and flat key columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ckpt = extract("agg_hdfs", tmp_path / "x")
+    before = state(ckpt)
+    exported = tmp_path / "state.parquet"
+    proc = cli("state", "read", str(ckpt), "-f", "parquet", "--out", str(exported))
+    assert proc.returncode == 0, proc.stderr
+    table = pq.read_table(exported)
+    k1 = table.filter(pa.compute.equal(pa.compute.struct_field(table["key"], "key"), "k1"))
+    pq.write_table(k1, tmp_path / "k1.parquet")
+    pq.write_table(pa.table({"key": ["k2"]}), tmp_path / "flat.parquet")
+    for keys in ("k1.parquet", "flat.parquet"):
+        result = plan_state_delete(str(ckpt), keys_file=str(tmp_path / keys))
+        engine.apply(result.plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True)
+    assert state(ckpt) == {k: v for k, v in before.items() if k not in ("k1", "k2")}
+    rows = pa.table({"key": [{"key": "k1"}], "value": [{"count": 9, "sum": None}]})
+    pq.write_table(rows, tmp_path / "rows.parquet")
+    engine.apply(
+        plan_state_put(str(ckpt), rows_file=str(tmp_path / "rows.parquet")).plan,
+        Location(str(ckpt)),
+        Location(str(ckpt / "_ckptfix")),
+        force=True,
+    )
+    assert state(ckpt)["k1"] == ({"count": 9, "sum": None}, before["k1"][1])
+    pq.write_table(pa.table({"key": [{"key": 3}], "value": [{"count": 9, "sum": 1}]}), tmp_path / "bad.parquet")
+    with pytest.raises(UsageError, match=r"bad\.parquet: row 0: key\.key: expected string, found 3 \(int\)"):
+        plan_state_put(str(ckpt), rows_file=str(tmp_path / "bad.parquet"))
+
+
+@pytest.mark.parametrize("name", ["agg_hdfs", "agg_rocksdb_cl"])
+def test_spark35_checkpoints_are_planned(name: str, tmp_path: Path) -> None:
+    """Checkpoints written by Spark 3.5.9 (no operator metadata, 3.5 zip metadata): the edit reads back."""
+    with tarfile.open(FIXTURES.parent / "spark-3.5.9" / f"{name}.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    ckpt = tmp_path / "x" / "ckpt"
+    before = state(ckpt)
+    result = plan_state_delete(str(ckpt), where="key = 'k3'")
+    engine.apply(result.plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True)
+    assert state(ckpt) == {k: v for k, v in before.items() if k != "k3"}
+
+
 def test_where_grammar() -> None:
     match = edits.parse_where("key IN ('a', 'it''s') AND key != 'a'", KEY)
     assert [k for k in ("a", "it's", "b") if match({"key": k})] == ["it's"]
