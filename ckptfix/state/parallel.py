@@ -106,6 +106,12 @@ def parallel_chunks(
     partition's rows offer ``batches()`` (:class:`ckptfix.state.read.Rows`) and ``columnar`` is
     true, ``encode`` also gets its Arrow record batches (as :func:`ckptfix.state.export.arrow_chunk`
     takes them)."""
+    if columnar:  # imported once here, before the fork, instead of once in every worker
+        try:
+            import numpy  # noqa: F401
+            import pyarrow.compute  # noqa: F401
+        except ImportError:
+            pass
     ctx = multiprocessing.get_context("fork")
     tasks = ctx.Queue()
     out = ctx.Queue(maxsize=4 * jobs)

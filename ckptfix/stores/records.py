@@ -379,11 +379,7 @@ def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -
         keys = pa.concat_arrays([k for k, _, _ in loaded])
         values = pa.chunked_array([v for _, v, _ in loaded])
         ops = np.concatenate([o for _, _, o in loaded])
-        encoded = pc.dictionary_encode(keys)  # the dictionary lists keys in order of first appearance
-        decided = encoded.dictionary
-        index = numpy_of(encoded.indices)
-        last = np.full(len(decided), -1, dtype=np.int64)
-        np.maximum.at(last, index, np.arange(len(keys), dtype=np.int64))
+        last, decided = _last_writes(keys)
         last = last[ops[last] != OP_DELETE]
         if rocks:  # RocksDB iterates in bytewise key order
             last = last[numpy_of(pc.sort_indices(keys.take(arrow_of(last))))]
@@ -418,6 +414,45 @@ def slices(data: Any, starts: Any, lens: Any, arrow_type: Any = None) -> Any | N
     body = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     spread = pa.Array.from_buffers(arrow_type, 2 * n - 1, [None, pa.py_buffer(bounds), body])
     return pc.take(spread, arrow_of(np.arange(0, 2 * n, 2, dtype=np.int64)))
+
+
+def _last_writes(keys: Any) -> tuple[Any, Any]:
+    """(index of the last record of every distinct key, ordered by the key's first record; the
+    distinct keys). Keys of one width (the usual case: fixed-width key rows) are hashed with numpy
+    and the hash checked against the keys themselves; otherwise, or on a hash collision, Arrow's
+    dictionary encoding."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = len(keys)
+    offsets = numpy_of_offsets(keys)
+    lens = np.diff(offsets)
+    if n and lens[0] % 8 == 0 and lens[0] and (lens == lens[0]).all() and int(offsets[0]) % 8 == 0:
+        width = int(lens[0]) // 8
+        words = np.frombuffer(keys.buffers()[2], dtype="<u8", count=width * n, offset=int(offsets[0]))
+        words = words.reshape(n, width)
+        h = np.zeros(n, dtype=np.uint64)
+        for w in range(width):  # a multiplicative mix of every 8-byte word of the key
+            h = (h ^ words[:, w]) * np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(29)
+        uniq, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+        if (words == words[first[inverse]]).all():  # no two keys share a hash
+            last = np.full(len(uniq), -1, dtype=np.int64)
+            np.maximum.at(last, inverse, np.arange(n, dtype=np.int64))
+            order = np.argsort(first, kind="stable")
+            return last[order], keys.take(arrow_of(np.sort(first)))
+    encoded = pc.dictionary_encode(keys)  # the dictionary lists keys in order of first appearance
+    index = numpy_of(encoded.indices)
+    last = np.full(len(encoded.dictionary), -1, dtype=np.int64)
+    np.maximum.at(last, index, np.arange(n, dtype=np.int64))
+    return last, encoded.dictionary
+
+
+def numpy_of_offsets(arr: Any) -> Any:
+    """The n + 1 offsets of an Arrow binary array as int64."""
+    import numpy as np
+
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset).astype(np.int64)
 
 
 def rocksdb_bulk_pairs(
