@@ -1,8 +1,10 @@
-"""Writes samples/rocksdb-changelog: a real stateful checkpoint (RocksDB state store, changelog checkpointing).
+"""Writes samples/rocksdb-changelog: a real stateful checkpoint (RocksDB state store, changelog checkpointing),
+and beside it samples/rocksdb-changelog-progress.jsonl: the query's StreamingQueryProgress events, one a line.
 
 Usage: python samples/generate_rocksdb_changelog.py samples/rocksdb-changelog  (PySpark 4.3, Java 17)
 """
 
+import json
 import os
 import shutil
 import sys
@@ -43,14 +45,21 @@ q = (
     .writeStream.format("noop")
     .outputMode("update")
     .option("checkpointLocation", str(out))
-    .trigger(processingTime="2 seconds")
+    .trigger(processingTime="5 seconds")
     .start()
 )
 while q.lastProgress is None or q.lastProgress["batchId"] < BATCHES - 1:
-    time.sleep(0.1)
-time.sleep(0.5)  # stop between triggers: the last batch is committed
+    time.sleep(0.05)
+# stop between two triggers (the last batch committed, none planned after it), once maintenance has uploaded
+# the snapshot of the last version
+time.sleep(1)
+progress = [json.loads(p.json) for p in q.recentProgress]
 q.stop()
+progress_file = out.parent / f"{out.name}-progress.jsonl"
+progress_file.write_text("".join(json.dumps(p) + "\n" for p in progress))
 spark.stop()
+logs = [sorted(int(f.name) for f in (out / d).iterdir() if f.name.isdigit()) for d in ("offsets", "commits")]
+assert logs == [list(range(BATCHES))] * 2, f"stopped during a batch ({logs}): run it again"
 for p in sorted((out / "state").rglob("*")):
     if p.is_file() and not p.name.endswith(".crc"):
         print(p.relative_to(out), p.stat().st_size)

@@ -53,7 +53,7 @@ def test_every_command_is_documented() -> None:
 
 def test_readme_links_every_docs_page() -> None:
     for page in sorted((ROOT / "docs").glob("*.md")):
-        assert f"](docs/{page.name})" in README, page.name
+        assert f"](docs/{page.name})" in README, f"README.md links no docs/{page.name}: add it under ## Documentation"
 
 
 def test_changelog_keeps_an_unreleased_section() -> None:

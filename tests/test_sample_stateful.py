@@ -42,6 +42,19 @@ def test_the_sample_has_snapshots_and_changelogs_and_no_machine_path() -> None:
             assert b"file:" not in data and b"/tmp/" not in data and b"/home/" not in data, path
     offsets = (SAMPLE / "offsets" / "11").read_text()
     assert "RocksDBStateStoreProvider" in offsets
+    for log in ("offsets", "commits"):  # stopped between two triggers: batch 11 is the last, and committed
+        assert sorted(int(p.name) for p in (SAMPLE / log).iterdir() if p.name.isdigit()) == list(range(12)), log
+
+
+def test_the_progress_events_are_those_of_the_query_that_wrote_it() -> None:
+    events = [
+        json.loads(line) for line in (SAMPLE.parent / "rocksdb-changelog-progress.jsonl").read_text().splitlines()
+    ]
+    query_id = json.loads((SAMPLE / "metadata").read_text())["id"]
+    assert [e["batchId"] for e in events] == list(range(12))
+    assert {e["id"] for e in events} == {query_id}
+    assert [e["numInputRows"] for e in events] == [10] * 12
+    assert all(e["stateOperators"][0]["numRowsTotal"] == 5 for e in events)
 
 
 def test_a_copy_elsewhere_audits_and_reads_as_the_query_computed(tmp_path: Path) -> None:
