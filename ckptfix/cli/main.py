@@ -16,6 +16,7 @@ from ckptfix.cli import (
     migrate_cmd,
     offsets_cmd,
     repair_cmd,
+    repartition_cmd,
     rollback_cmd,
     state_cmd,
     state_edit_cmd,
@@ -40,6 +41,7 @@ app.command("rollback")(rollback_cmd.rollback)
 app.add_typer(offsets_cmd.app, name="offsets")
 state_cmd.app.command("delete")(state_edit_cmd.delete)
 state_cmd.app.command("put")(state_edit_cmd.put)
+state_cmd.app.command("repartition")(repartition_cmd.repartition)
 app.add_typer(state_cmd.app, name="state")
 app.add_typer(migrate_cmd.app, name="migrate")
 app.command("async-off")(async_cmd.async_off)

@@ -37,6 +37,7 @@ ARGS: dict[str, list[str]] = {
     "state rebuild": ["{agg}", "--force"],
     "state delete": ["{agg}", "--where", "key = 'k1'"],
     "state put": ["{agg}", "--rows", str(STATE_ROWS)],
+    "state repartition": ["{agg}", "--partitions", "5"],
     "migrate relocate": ["{agg}", "{tmp}/moved", "--force"],
     "migrate provider": ["{agg}", "--to", "rocksdb", "--force"],
     "advise": [str(PROGRESS)],

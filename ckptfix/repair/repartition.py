@@ -1,0 +1,269 @@
+"""``state repartition``: move the state of the last committed batch into M partitions (a new
+``spark.sql.shuffle.partitions``), in the shape Spark 4.3's own ``OfflineStateRepartitionRunner``
+gives it, through the repair engine (plan, apply, undo).
+
+What Spark's runner writes (4.3.0, ``spark._streamingCheckpointManager.repartition(ckpt, M)``,
+observed on real checkpoints), and so what the plan writes, with L the last committed batch
+and N = L + 1 the "repartition batch":
+
+- ``offsets/N``: ``offsets/L`` with ``spark.sql.shuffle.partitions`` = M (watermark, timestamp,
+  source offsets and every other conf unchanged). The batch reads no input: its offsets are
+  those of batch L.
+- state version N + 1 of every store of every operator in partitions 0..M-1, as a full
+  snapshot (HDFS ``N+1.snapshot`` in the query's codec; RocksDB ``N+1.zip`` + fresh SSTs, no
+  changelog), each key in the partition Spark's ``HashPartitioning`` gives it
+  (:mod:`ckptfix.state.placement`). The state read is version L + 1 (the state after batch
+  L), the key and value bytes are moved as they are. Partitions >= M keep their old files
+  and neither Spark's restart nor its ``statestore`` reader opens them again (seen live), but
+  tools that list partition directories (ckptfix's own reader) would load their old state as
+  version N + 1: so, beyond what Spark's runner does, the plan writes an EMPTY snapshot of
+  version N + 1 in every existing partition >= M (older versions stay). Directories above the recorded count (left by an
+  earlier repartition to fewer partitions) are not read.
+- operator metadata v1 and ``_metadata/schema`` files are left as they are (they do not
+  change with the partition count; the runner rewrites only v2 operator metadata, which only
+  transformWithState writes and which is refused here);
+- ``commits/N``: ``commits/L`` as it is.
+
+On restart Spark sees batch N committed, runs batch N + 1 with M partitions and loads state
+version N + 1 from the new snapshots. Spark's own runner refuses the HDFS provider
+(``STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_PROVIDER``, leaving an uncommitted
+``offsets/N`` behind); ckptfix does both providers.
+
+Refused, with the reason (exit 2, nothing written): no state, no committed batch, an
+uncommitted batch after the last commit (Spark: ``LAST_BATCH_FAILED``), no metadata or no
+recorded shuffle partitions in ``offsets/L``, M equal to the current count (Spark:
+``SHUFFLE_PARTITIONS_ALREADY_MATCH``), a custom provider, transformWithState (column
+families), state checkpoint format v2, Avro encoding, row checksums, a directory layout that
+disagrees with the recorded partition count. Every state file of version L + 1 is read and
+every key decoded before anything is planned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ckptfix.checkpoint import Checkpoint, StoreDir
+from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.formats import offsetlog
+from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.plan import Plan
+from ckptfix.repair.rebuild import read_version, write_snapshot
+from ckptfix.state.decode import Decoder
+from ckptfix.state.placement import placement
+from ckptfix.state.read import ENCODING, Selection, select, store_chain
+from ckptfix.state.schemas import operator_info, store_schema
+
+RULE = "STATE-REPARTITION"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+Observer = Callable[[str], None]
+
+
+class RepartitionRefused(CkptfixError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot repartition the state: {reason}")
+
+
+@dataclass
+class StoreMove:
+    operator: int
+    store: str  # store name ("default", "left-keyToNumValues", ...)
+    columns: str  # the partitioning columns, for the report
+    keys: int
+    #: new partition -> number of keys placed there
+    placed: dict[int, int] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Repartition:
+    plan: Plan
+    batch: int  # the repartition batch N
+    version: int  # the state version written (N + 1)
+    before: int  # partitions before
+    after: int  # partitions after
+    stores: list[StoreMove]
+
+
+def plan_repartition(
+    url: str | Checkpoint,
+    partitions: int,
+    *,
+    target_spark: str = "4.3",
+    storage_options: Mapping[str, Any] | None = None,
+    progress: Observer | None = None,
+) -> Repartition:
+    say = progress or (lambda _msg: None)
+    if partitions < 1:
+        raise UsageError(f"--partitions must be >= 1, found {partitions}")
+    ckpt = url if isinstance(url, Checkpoint) else Checkpoint.open(url, storage_options)
+    if not ckpt.state.operators:
+        raise RepartitionRefused(f"{ckpt.display('state')} holds no state store (a stateless query?)")
+    last = ckpt.commits.latest
+    if last is None:
+        raise RepartitionRefused(f"{ckpt.display('commits')} holds no committed batch: there is no state to move")
+    latest = ckpt.offsets.latest
+    if latest is not None and latest > last:
+        raise RepartitionRefused(
+            f"{ckpt.display(f'offsets/{latest}')}: batch {latest} is not committed (last commit: {last}); "
+            "Spark's runner refuses this too (LAST_BATCH_FAILED): restart the query once so it commits, "
+            f"or drop the batch (`ckptfix rollback {ckpt.location.url} --to-batch {last}`)"
+        )
+    if last not in ckpt.offsets.files:
+        raise RepartitionRefused(
+            f"{ckpt.display(f'offsets/{last}')} is missing: the confs of the last batch are unknown"
+        )
+    entry = ckpt.offset(last)
+    where = ckpt.display(f"offsets/{last}")
+    if entry.metadata is None:
+        raise RepartitionRefused(f"{where} has no metadata line to record the partition count in")
+    conf = dict(entry.metadata.conf)
+    recorded = conf.get(SHUFFLE_PARTITIONS)
+    if recorded is None or not recorded.strip().isdigit():
+        raise RepartitionRefused(f"{where}: expected {SHUFFLE_PARTITIONS} recorded, found {recorded!r}")
+    current = int(recorded)
+    if current == partitions:
+        raise RepartitionRefused(f"{where}: the query already has {partitions} partitions ({SHUFFLE_PARTITIONS})")
+    n = last + 1
+    builder = PlanBuilder(ckpt, target_spark)
+    moves: list[StoreMove] = []
+    for op_id in sorted(ckpt.state.operators):
+        op = ckpt.state.operators[op_id]
+        info = operator_info(ckpt, op, last)
+        if info.is_tws:
+            raise RepartitionRefused(
+                f"{ckpt.display(op.rel)}: transformWithState (column families "
+                f"{', '.join(info.column_families)}) is not repartitioned yet"
+            )
+        missing = [p for p in range(current) if p not in op.partitions]
+        if missing:
+            raise RepartitionRefused(
+                f"{ckpt.display(op.rel)}: expected partitions 0..{current - 1} ({SHUFFLE_PARTITIONS}={current} in "
+                f"{where}), found {_ranges(sorted(op.partitions))}"
+            )
+        for name in op.store_names:
+            sel = select(ckpt, operator=op_id, batch=last, store_name=name)
+            _check(sel, where)
+            say(f"{ckpt.display(op.rel)} {name}: reading version {sel.version}")
+            moves.append(_move(sel, name, current, partitions, n + 1, builder))
+    rel = ckpt.offsets.files[last]
+    conf[SHUFFLE_PARTITIONS] = str(partitions)
+    new = dataclasses.replace(entry, metadata=dataclasses.replace(entry.metadata, conf=conf))
+    builder.write(
+        f"offsets/{n}",
+        offsetlog.dump(new),
+        f"repartition batch {n}: {rel} with {SHUFFLE_PARTITIONS}={partitions}",
+        RULE,
+    )
+    builder.write(f"commits/{n}", ckpt.read(ckpt.commits.files[last]), f"commit of the repartition batch {n}", RULE)
+    keys = sum(m.keys for m in moves)
+    fix = (
+        f"{RULE}: move the state after batch {last} ({keys} keys in {len(moves)} store(s)) from {current} to "
+        f"{partitions} partitions as repartition batch {n}"
+    )
+    effects = [
+        f"Spark restarts at batch {n + 1} with {SHUFFLE_PARTITIONS}={partitions} (recorded in offsets/{n}) and loads "
+        f"state version {n + 1} from the new snapshots",
+        f"batch {n} reads no input and writes no output (its offsets are those of batch {last}); no batch is re-run",
+        "the state content is the same; each key is in the partition Spark's hash partitioning gives it",
+    ]
+    if partitions < current:
+        effects.append(
+            f"partitions {partitions}..{current - 1} keep their old files and get an empty version {n + 1}: "
+            "Spark does not open them again; readers that list partition directories see no stale rows there"
+        )
+    notes = [
+        f"operator {m.operator} {m.store}: {m.keys} keys by {m.columns} -> "
+        + ", ".join(f"{p}:{c}" for p, c in sorted(m.placed.items()))
+        for m in moves
+    ]
+    return Repartition(builder.build(fix, [RULE], effects, notes), n, n + 1, current, partitions, moves)
+
+
+def _ranges(parts: list[int]) -> str:
+    return ", ".join(str(p) for p in parts[:12]) + (" ..." if len(parts) > 12 else "") if parts else "none"
+
+
+def _check(sel: Selection, where: str) -> None:
+    ckpt = sel.ckpt
+    if sel.provider not in ("hdfs", "rocksdb"):
+        raise RepartitionRefused(f"{ckpt.display(sel.op.rel)}: provider {sel.provider!r} is not repartitioned")
+    encoding = sel.conf.get(ENCODING, "unsaferow").lower()
+    if encoding != "unsaferow":
+        raise RepartitionRefused(f"{where}: {ENCODING}={encoding}: only UnsafeRow-encoded state is repartitioned")
+    if sel.row_checksum:
+        raise RepartitionRefused(f"{where}: row checksums (rowChecksum.enabled=true) are not repartitioned yet")
+    for stores in sel.op.partitions.values():
+        for store in stores.values():
+            if any(uid for (_k, _v, uid) in store.files):
+                raise RepartitionRefused(
+                    f"{ckpt.display(store.rel)}: state checkpoint format v2 (unique ids) is not repartitioned yet"
+                )
+    try:
+        ids = ckpt.commit(sel.batch).state_unique_ids
+    except FormatError:
+        ids = None
+    if ids:
+        raise RepartitionRefused(
+            f"{ckpt.display(f'commits/{sel.batch}')}: state checkpoint format v2 is not repartitioned yet"
+        )
+
+
+def _store_dir(sel: Selection, name: str, part: int) -> StoreDir:
+    existing = sel.op.partitions.get(part, {}).get(name)
+    if existing is not None:
+        return existing
+    rel = f"{sel.op.rel}/{part}" + ("" if name == "default" else f"/{name}")
+    return StoreDir(rel, sel.op.operator, part, name)
+
+
+def _move(sel: Selection, name: str, current: int, partitions: int, version: int, builder: PlanBuilder) -> StoreMove:
+    """Read version ``version - 1`` of partitions 0..current-1 (directories above them are left by an earlier
+    repartition to fewer partitions, or are empty: Spark does not open them) and plan version ``version`` of
+    partitions 0..partitions-1."""
+    ckpt = sel.ckpt
+    sch = store_schema(ckpt, sel.op, sel.info, name)
+    try:
+        where = placement(sel.info, sch)
+    except UsageError as exc:
+        raise RepartitionRefused(f"{ckpt.display(sel.op.rel)}: {exc}") from None
+    cols = ", ".join(where.columns.names)
+    move = StoreMove(sel.op.operator, name, f"({cols})", 0)
+    buckets: list[list[tuple[bytes, bytes]]] = [[] for _ in range(partitions)]
+    meta: dict[str, Any] | None = None
+    chain = None
+    for part in range(current):
+        store = sel.op.partitions[part].get(name)
+        if store is None:
+            rel = f"{sel.op.rel}/{part}" + ("" if name == "default" else f"/{name}")
+            raise FormatError(ckpt.display(rel), 0, f"the state store {name!r}", "no directory", kind="missing-file")
+        chain = store_chain(sel, store)
+        pairs, part_meta = read_version(sel, chain)
+        if meta is None or (part_meta and part_meta.get("columnFamilyMapping")):
+            meta = part_meta
+        dec = Decoder(sch, sel.provider, ckpt.display(store.rel), delimiter=sel.delimiter)
+        for k, v in pairs:
+            dec.value(v)  # every value is checked before anything is planned
+            buckets[where.partition(dec.key(k), partitions)].append((k, v))
+        move.keys += len(pairs)
+    assert chain is not None
+    target = dataclasses.replace(sel, batch=version - 1, version=version)
+    for part, pairs in enumerate(buckets):
+        move.placed[part] = len(pairs)
+        store = _store_dir(sel, name, part)
+        reason = f"version {version}: {len(pairs)} key(s) Spark's hash partitioning places in partition {part}"
+        move.written += write_snapshot(target, store, chain, pairs, meta, builder, reason, RULE)
+    for part in sorted(p for p in sel.op.partitions if p >= partitions):
+        store = _store_dir(sel, name, part)
+        reason = (
+            f"version {version}: empty (partition {part} is not used with {partitions} partitions; its older "
+            "versions stay, and readers that list partition directories show no stale rows)"
+        )
+        move.written += write_snapshot(target, store, chain, [], meta, builder, reason, RULE)
+    return move
+
+
+__all__ = ["RULE", "Repartition", "RepartitionRefused", "StoreMove", "plan_repartition"]

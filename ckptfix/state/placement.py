@@ -1,0 +1,72 @@
+"""Where Spark keeps a state key: the shuffle partition ``HashPartitioning`` gives the key's
+partitioning columns, ``pmod(Murmur3Hash(columns, seed 42), numPartitions)``
+(:mod:`ckptfix.formats.sparkhash`).
+
+Which key columns are the partitioning columns (the stateful operators' required
+``StatefulOpClusteredDistribution``; Spark 4.3's ``StatePartitionKeyExtractor`` for each
+operator says the same):
+
+- streaming aggregation (windowed or not), the three deduplications,
+  flatMapGroupsWithState / applyInPandasWithState, and a join's ``keyToNumValues`` stores:
+  the whole state key (grouping / dedup / join keys, a window struct included);
+- a join's ``keyWithIndexToValue`` stores: the key without its last column (``index``);
+- session windows (a store whose key is scanned by a prefix): the prefix columns (the
+  grouping keys; ``sessionStartTime`` is not partitioned on).
+
+transformWithState keys (column families, timers keyed by expiry, map keys with user keys)
+are not placed here: :func:`placement` raises :class:`~ckptfix.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ckptfix.errors import UsageError
+from ckptfix.formats import sparkhash
+from ckptfix.formats.unsaferow import StructType
+from ckptfix.state.schemas import OperatorInfo, StoreSchema
+
+INDEX_SUFFIX = "-keyWithIndexToValue"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The partitioning columns of a store's keys: the first ``width`` fields of the key."""
+
+    key: StructType
+    width: int
+    why: str  # which rule chose the columns, for messages
+
+    @property
+    def columns(self) -> StructType:
+        return StructType(self.key.fields[: self.width])
+
+    def partition(self, key: Mapping[str, Any], num_partitions: int) -> int:
+        """The partition Spark gives a decoded key (a dict keyed by :attr:`StructType.keys`)."""
+        if num_partitions < 1:
+            raise UsageError(f"a partition count must be >= 1, found {num_partitions}")
+        values = [key[k] for k in self.key.keys[: self.width]]
+        return sparkhash.hash_row(values, self.columns) % num_partitions
+
+
+def placement(info: OperatorInfo, store: StoreSchema) -> Placement:
+    """The partitioning columns of ``store`` (a store of the operator ``info`` describes)."""
+    n = len(store.key.fields)
+    if info.is_tws:
+        raise UsageError(
+            f"operator {info.operator} is a transformWithState operator: its column families' keys are not placed"
+        )
+    if store.name.endswith(INDEX_SUFFIX):
+        if n < 2:
+            raise UsageError(f"store {store.name}: expected join keys + index in the key, found {n} column(s)")
+        return Placement(store.key, n - 1, "join keys (the key without its index)")
+    if store.encoding.kind == "prefix":
+        return Placement(store.key, store.encoding.num_prefix, "the session window's grouping keys (key prefix)")
+    if store.encoding.kind == "range":
+        raise UsageError(f"store {store.name}: range-scan keys are not placed")
+    return Placement(store.key, n, "the whole state key")
+
+
+__all__ = ["Placement", "placement"]
