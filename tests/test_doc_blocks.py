@@ -91,20 +91,21 @@ def parse_commands(block: Block) -> list[Command]:
     return commands
 
 
-def collect() -> list[Block]:
+def blocks_of(doc: Path, text: str) -> list[Block]:
     blocks: list[Block] = []
-    for doc in DOCS:
-        text = doc.read_text()
-        for match in FENCE.finditer(text):
-            line = text.count("\n", 0, match.start()) + 1
-            before = text[: match.start()]
-            directive = DIRECTIVE.search(before[-300:])
-            block = Block(doc, line, match.group(1), match.group(2))
-            if directive:
-                block.directive = (directive.group(1), directive.group(2))
-            block.commands = parse_commands(block)
-            blocks.append(block)
+    for match in FENCE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        directive = DIRECTIVE.search(text[: match.start()][-300:])
+        block = Block(doc, line, match.group(1), match.group(2))
+        if directive:
+            block.directive = (directive.group(1), directive.group(2))
+        block.commands = parse_commands(block)
+        blocks.append(block)
     return blocks
+
+
+def collect() -> list[Block]:
+    return [block for doc in DOCS for block in blocks_of(doc, doc.read_text())]
 
 
 BLOCKS = collect()
@@ -150,6 +151,18 @@ def test_exit_markers_are_understood() -> None:
     ]
     console = Block(ROOT / "README.md", 1, "console", "$ ckptfix rules  # exit 2\noutput\n")
     assert [(c.text, c.exit_code) for c in parse_commands(console)] == [("ckptfix rules  # exit 2", 2)]
+
+
+def test_directives_are_understood() -> None:
+    text = (
+        "# t\n\n<!-- doc-test: skip needs a bucket -->\n```bash\nckptfix audit s3://b/c\n```\n\n"
+        "<!-- doc-test: spark -->\n```sh\nckptfix audit x --against q.py:build\n```\n\n"
+        "```console\n$ ckptfix rules\n```\n"
+    )
+    skip, spark, plain = blocks_of(ROOT / "README.md", text)
+    assert skip.directive == ("skip", "needs a bucket") and skip.line == 4
+    assert spark.directive == ("spark", "") and spark.lang == "sh"
+    assert plain.directive is None and [c.text for c in plain.commands] == ["ckptfix rules"]
 
 
 @pytest.mark.parametrize(
