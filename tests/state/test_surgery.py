@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,6 +264,28 @@ def test_spark35_checkpoints_are_planned(name: str, tmp_path: Path) -> None:
     result = plan_state_delete(str(ckpt), where="key = 'k3'")
     engine.apply(result.plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True)
     assert state(ckpt) == {k: v for k, v in before.items() if k != "k3"}
+
+
+@pytest.mark.s3
+def test_delete_put_and_undo_on_s3(s3_bucket: Any, tmp_path: Path) -> None:
+    """The same plans through moto's S3 server: the keys file is local, the checkpoint in the bucket."""
+    local = extract("agg_rocksdb_cl", tmp_path / "x")
+    before = state(local)
+    opts = s3_bucket.storage_options
+    url = s3_bucket.upload_tree(local, "ckpt")
+    ckpt, backup = Location(url, opts), Location(url + "/_ckptfix", opts)
+
+    def remote() -> dict[str, tuple[dict[str, object], int]]:
+        return {r["key"]["key"]: (r["value"], r["partition_id"]) for r in read_state(url, storage_options=opts)}
+
+    assert remote() == before
+    engine.apply(plan_state_delete(url, where="key = 'k5'", storage_options=opts).plan, ckpt, backup, force=True)
+    assert remote() == {k: v for k, v in before.items() if k != "k5"}
+    rows = rows_file(tmp_path, {"key": {"key": "k5"}, "value": {"count": 1, "sum": 1}})
+    run = engine.apply(plan_state_put(url, rows_file=str(rows), storage_options=opts).plan, ckpt, backup, force=True)
+    assert remote()["k5"] == ({"count": 1, "sum": 1}, before["k5"][1])
+    engine.undo(ckpt, backup, run, force=True)
+    assert remote() == {k: v for k, v in before.items() if k != "k5"}
 
 
 def test_where_grammar() -> None:
