@@ -266,6 +266,25 @@ def test_spark35_checkpoints_are_planned(name: str, tmp_path: Path) -> None:
     assert state(ckpt) == {k: v for k, v in before.items() if k != "k3"}
 
 
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("join", "is a stream-stream join (four stores per partition): not edited"),
+        ("tws_pandas", "is a transformWithState operator (column families): not edited"),
+    ],
+)
+def test_operators_it_cannot_edit_are_refused(name: str, why: str, tmp_path: Path) -> None:
+    """Checkpoints written by Spark 4.3.0 (tests/fixtures/matrix/record.py): exit 2, one line saying why."""
+    with tarfile.open(FIXTURES.parent / "matrix" / "4.3.0" / f"{name}.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    ckpt = tmp_path / "x" / "ckpt"
+    before = tree(ckpt)
+    proc = cli("state", "delete", str(ckpt), "--where", "key = 1", "--apply", "--force")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"ckptfix: error: cannot edit the state: {ckpt}/state/0 {why}"]
+    assert tree(ckpt) == before
+
+
 @pytest.mark.s3
 def test_delete_put_and_undo_on_s3(s3_bucket: Any, tmp_path: Path) -> None:
     """The same plans through moto's S3 server: the keys file is local, the checkpoint in the bucket."""
