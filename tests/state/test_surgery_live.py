@@ -7,6 +7,8 @@ checkpoint:
 * delete key ``a`` (through the CLI with ``--keys``, and with ``--where``): Spark's ``statestore`` reader shows the
   state computed here from the input files without ``a``; after 2 more input files the query's complete output
   has ``a`` counted from the new files only, every other key from all files;
+* a window aggregation (HDFS): ``--where "window.start = '...' AND key = 'b'"`` over the struct key, and a
+  seeded window (a struct key of timestamps) that the later input fills: counted from the seed;
 * put: key ``a`` gets a new (count, sum) and key ``e``, which only the later files hold, is seeded: the reader
   shows exactly those values, and after more input both go on from them (a seeded key in the wrong partition or
   with other bytes would be counted from zero, or show up twice).
@@ -28,9 +30,15 @@ import pytest
 from ckptfix.repair import engine
 from ckptfix.repair.surgery import plan_state_delete, plan_state_put
 from ckptfix.storage import Location
+from tests.spark.harness import await_available_now
+from tests.state import scenarios
 from tests.state.test_rebuild_live import (
     BASE_FILES,
+    CONF_KEYS,
+    HDFS,
     MORE_FILES,
+    PROVIDER,
+    SHUFFLE,
     file_rows,
     run_query,
     spark_state,
@@ -165,3 +173,72 @@ def test_undo_restores_every_byte(spark: Any, bases: Any, tmp_path: Path) -> Non
     after = {p.relative_to(ckpt): p.read_bytes() for p in ckpt.rglob("*") if p.is_file() and "_ckptfix" not in p.parts}
     assert after == before
     assert spark_state(spark, "rocksdb_cl", ckpt) == aggregate(range(BASE_FILES))
+
+
+# ------------------------------------------------------------------------------------------ a window aggregation
+
+HOUR0, HOUR1 = "2024-01-01T00:00:00Z", "2024-01-01T01:00:00Z"
+EPOCH0 = 1_704_067_200  # HOUR0 in seconds
+
+
+def window_rows(i: int) -> list[dict[str, Any]]:
+    """Files 0..2: keys a and b in hour 0; files 3..4 also key a in hour 1 (a window the state has not seen)."""
+    rows = [{"ts": HOUR0, "key": k} for k in ("a", "b", "a")]
+    return rows + ([{"ts": "2024-01-01T01:30:00Z", "key": "a"}] if i >= 3 else [])
+
+
+def run_windows(spark: Any, ckpt: Path, inputs: Path, files: int) -> dict[int, dict[tuple[int, str], int]]:
+    from pyspark.sql import functions as F
+
+    inputs.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        path = inputs / f"part-{i:04d}.json"
+        if not path.exists():
+            tmp = inputs / f".part-{i:04d}.tmp"
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in window_rows(i)))
+            os.utime(tmp, (1_700_000_000 + 60 * i,) * 2)
+            tmp.rename(path)
+    out: dict[int, dict[tuple[int, str], int]] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        rows = df.select(F.col("window.start").cast("long").alias("s"), "key", "count").collect()
+        out[batch_id] = {(r["s"], r["key"]): r["count"] for r in rows}
+
+    with scenarios.session_confs(spark, {PROVIDER: HDFS, SHUFFLE: "2"}, list(CONF_KEYS)):
+        counts = (
+            spark.readStream.format("json")
+            .schema("ts TIMESTAMP, key STRING")
+            .option("maxFilesPerTrigger", 1)
+            .load(str(inputs))
+            .groupBy(F.window("ts", "1 hour"), "key")
+            .count()
+        )
+        query = (
+            counts.writeStream.outputMode("complete")
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        await_available_now(query, 240)
+    return out
+
+
+def test_window_keys_where_on_a_struct_field_and_a_seeded_window(spark: Any, tmp_path: Path) -> None:
+    ckpt, inputs = tmp_path / "ckpt", tmp_path / "input"
+    first = run_windows(spark, ckpt, inputs, 3)
+    assert first[2] == {(EPOCH0, "a"): 6, (EPOCH0, "b"): 3}
+    deleted = plan_state_delete(str(ckpt), where=f"window.start = '{HOUR0}' AND key = 'b'")
+    assert sum(s.deleted for s in deleted.stores) == 1
+    apply(deleted.plan, ckpt)
+    rows = tmp_path / "rows.jsonl"
+    seeded = {"window": {"start": HOUR1, "end": "2024-01-01T02:00:00Z"}, "key": "a"}
+    rows.write_text(json.dumps({"key": seeded, "value": {"count": 100}}) + "\n")
+    put = plan_state_put(str(ckpt), rows_file=str(rows))
+    assert sum(s.inserted for s in put.stores) == 1
+    apply(put.plan, ckpt)
+    more = run_windows(spark, ckpt, inputs, 5)
+    assert sorted(more) == [3, 4], "no batch may be re-run"
+    # (hour 0, a): every file; (hour 0, b): files 3..4 only; (hour 1, a): the seed + files 3..4
+    assert more[3] == {(EPOCH0, "a"): 8, (EPOCH0, "b"): 1, (EPOCH0 + 3600, "a"): 101}
+    assert more[4] == {(EPOCH0, "a"): 10, (EPOCH0, "b"): 2, (EPOCH0 + 3600, "a"): 102}
