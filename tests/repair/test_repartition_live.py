@@ -1,4 +1,6 @@
-"""``ckptfix state repartition`` proven with real Spark 4.3 (local[2]):
+"""``ckptfix state repartition`` proven with real Spark 4.3 (local[2]) for an aggregation, dropDuplicates, a
+stream-stream join (its four stores), applyInPandasWithState and a session window, on HDFS, RocksDB and RocksDB with
+changelog checkpointing:
 
 - a query runs 3 batches with 4 partitions; a copy of its checkpoint is the run that never repartitions;
 - ``ckptfix state repartition --partitions M --apply`` (CLI, engine: backup + journal) moves the state;
@@ -90,7 +92,26 @@ def _query(kind: str, spark: Any, root: Path) -> tuple[Any, str]:
             F.col("key").alias("rkey"), F.col("grp").alias("rgrp"), F.col("amount").alias("ramount")
         )
         return left.join(right, F.expr("key = rkey AND grp = rgrp")), "append"
+    if kind == "apiws":
+        return left.groupBy("key", "grp").applyInPandasWithState(
+            _count_state, "key STRING, grp INT, cnt LONG, total LONG", "cnt LONG, total LONG", "update", "NoTimeout"
+        ), "update"
+    if kind == "session":
+        df = left.withWatermark("ts", "2 minutes")
+        out = df.groupBy(F.session_window("ts", "1 minute"), "key").agg(F.count("*").alias("cnt"))
+        return out, "append"
     raise AssertionError(kind)
+
+
+def _count_state(key: tuple[Any, ...], pdfs: Any, state: Any) -> Any:
+    import pandas as pd
+
+    cnt, total = state.get if state.exists else (0, 0)
+    for pdf in pdfs:
+        cnt += len(pdf)
+        total += int(pdf["amount"].sum())
+    state.update((cnt, total))
+    yield pd.DataFrame({"key": [key[0]], "grp": [key[1]], "cnt": [cnt], "total": [total]})
 
 
 def _run(spark: Any, kind: str, provider: str, root: Path, ckpt: Path, name: str, partitions: int) -> None:
@@ -137,7 +158,7 @@ def _spark_placement(spark: Any, ckpt: Path, store: str, partitions: int) -> lis
 
     df = spark.read.format("statestore").option("storeName", store).load(str(ckpt))
     names = df.schema["key"].dataType.names
-    cols = names[:-1] if store.endswith("keyWithIndexToValue") else names
+    cols = names[:-1] if store.endswith("keyWithIndexToValue") else [n for n in names if n != "sessionStartTime"]
     placed = F.pmod(F.hash(*[F.col(f"key.{c}") for c in cols]), F.lit(partitions))
     return [(r[0], r[1]) for r in df.select("partition_id", placed).collect()]
 
@@ -157,6 +178,9 @@ CASES = [
     ("dedup", "rocksdb_cl", 8),
     ("join", "hdfs", 3),
     ("join", "rocksdb", 8),
+    ("apiws", "hdfs", 5),
+    ("apiws", "rocksdb_cl", 2),
+    ("session", "rocksdb", 3),
 ]
 
 
