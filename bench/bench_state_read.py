@@ -49,7 +49,14 @@ PROVIDER_CONF = {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     },
+    # every version a zip + SSTs (no changelog): the reader iterates a RocksDB database
+    "rocksdb-zip": {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+    },
 }
+PROVIDERS = tuple(PROVIDER_CONF)
+SPARK_READS = 3  # toArrow() reads per Spark session: the first warms it up
 SPARK_CONF = {
     "spark.master": "local[2]",
     "spark.driver.memory": "4g",
@@ -113,6 +120,18 @@ def _mem_kb(pid: int) -> tuple[int, int]:
     return rss, hwm
 
 
+def _pss_kb(pid: int) -> int:
+    """Proportional set size (pages shared by forked workers counted once across them)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def measure(argv: list[str], *, env: dict[str, str] | None = None, poll: float = 0.05) -> dict[str, Any]:
     """Run ``argv``; wall time, peak memory and CPU time of its process tree (CPU: the last
     poll's utime + stime of every process seen, so up to one poll interval is missed)."""
@@ -121,16 +140,17 @@ def measure(argv: list[str], *, env: dict[str, str] | None = None, poll: float =
         t0 = time.perf_counter()
         ticks: dict[int, int] = {}
         proc = subprocess.Popen(argv, stdout=out_f, stderr=err_f, env=env, cwd=CODE_ROOT, text=True)
-        peak_tree_kb, hwm_kb, names = 0, {}, {}
+        peak_tree_kb, peak_pss_kb, hwm_kb, names = 0, 0, {}, {}
         tree_every, tree, n = 20, [proc.pid], 0
         while proc.poll() is None:
             if n % tree_every == 0:  # rescanning /proc is not free: every 20 polls (1 s)
                 tree = _tree(proc.pid)
             n += 1
-            total = 0
+            total = pss = 0
             for p in tree:
                 rss, hwm = _mem_kb(p)
                 total += rss
+                pss += _pss_kb(p) if rss else 0
                 ticks[p] = max(ticks.get(p, 0), _cpu_ticks(p))
                 if hwm:
                     hwm_kb[p] = max(hwm_kb.get(p, 0), hwm)
@@ -140,6 +160,7 @@ def measure(argv: list[str], *, env: dict[str, str] | None = None, poll: float =
                         except OSError:
                             names[p] = "?"
             peak_tree_kb = max(peak_tree_kb, total)
+            peak_pss_kb = max(peak_pss_kb, pss)
             time.sleep(poll)
         wall = time.perf_counter() - t0
         out_f.seek(0)
@@ -151,6 +172,7 @@ def measure(argv: list[str], *, env: dict[str, str] | None = None, poll: float =
         "wall_s": round(wall, 3),
         "cpu_s": round(sum(ticks.values()) / os.sysconf("SC_CLK_TCK"), 2),
         "peak_tree_rss_mb": round(peak_tree_kb / 1024, 1),
+        "peak_tree_pss_mb": round(peak_pss_kb / 1024, 1),
         "peak_hwm_mb": round(max(hwm_kb.values(), default=0) / 1024, 1),
         "hwm_by_process_mb": {f"{names.get(p, '?')}[{p}]": round(v / 1024, 1) for p, v in hwm_kb.items()},
         "stdout": stdout[-4000:],
@@ -257,6 +279,64 @@ def spark_read(ckpt: str, out: str, fmt: str) -> None:
     t2 = time.perf_counter()
     spark.stop()
     print(json.dumps({"session_s": round(t1 - t0, 3), "read_write_s": round(t2 - t1, 3)}))
+
+
+def spark_arrow(ckpt: str, reads: int) -> None:
+    """Child process: Spark's reader into Arrow (``toArrow()``) ``reads`` times in one session;
+    the first read warms the session (class loading, JIT), the later ones are the warm figure."""
+    t0 = time.perf_counter()
+    spark = _spark("bench-state-arrow", {"spark.sql.execution.arrow.pyspark.enabled": "true"})
+    spark.range(1).collect()  # the session and its executor threads are up
+    t1 = time.perf_counter()
+    times, rows = [], 0
+    for _ in range(reads):
+        t = time.perf_counter()
+        table = spark.read.format("statestore").load(ckpt).toArrow()
+        times.append(round(time.perf_counter() - t, 3))
+        rows = table.num_rows
+        del table
+    spark.stop()
+    print(json.dumps({"session_s": round(t1 - t0, 3), "reads_s": times, "rows": rows}))
+
+
+def floors(ckpt: str) -> None:
+    """Child process: what a read cannot go below, each part on its own: the imports, reading and
+    lz4-decompressing every file of the latest version's chains, and (RocksDB with zips) materializing
+    each store and iterating it with rocksdict."""
+    t0 = time.perf_counter()
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+
+    from ckptfix.formats import codec
+    from ckptfix.state import read as r
+    from ckptfix.stores import records
+
+    out: dict[str, Any] = {"imports_s": round(time.perf_counter() - t0, 3)}
+    sel = r.select(ckpt)
+    chains = [r.store_chain(sel, r._store(sel, p, "default")) for p in sel.partitions]
+    t = time.perf_counter()
+    size = 0
+    for chain in chains:
+        for step in ([chain.base] if chain.base is not None else []) + list(chain.steps):
+            data = records.read_file(sel.ckpt, step, chain.store.checksums)
+            if step.kind != "zip":
+                size += len(codec.decompress(sel.codec, data, step.rel))
+    out["read_and_decompress_s"] = round(time.perf_counter() - t, 3)
+    out["decompressed_mb"] = round(size / 2**20, 1)
+    if sel.provider == "rocksdb" and any(c.base is not None for c in chains):
+        t = time.perf_counter()
+        n = 0
+        for chain in chains:
+            with records.rocksdb_pairs(sel.ckpt, chain, sel.codec) as (pairs, _meta):
+                t_open = time.perf_counter()
+                n += sum(1 for _ in pairs)
+                out.setdefault("rocksdict_iterate_s", 0.0)
+                out["rocksdict_iterate_s"] += time.perf_counter() - t_open
+        out["rocksdb_materialize_and_iterate_s"] = round(time.perf_counter() - t, 3)
+        out["rocksdict_iterate_s"] = round(out["rocksdict_iterate_s"], 3)
+        out["rocksdb_pairs"] = n
+    print(json.dumps(out))
 
 
 # ---------------------------------------------------------------- sizes and checks
@@ -389,26 +469,32 @@ def bench(provider: str, cache: Path, do_profile: bool, repeat: int) -> dict[str
         # the fixed cost of the interpreter + ckptfix's imports, for scale
         runs["ckptfix_baseline"] = [measure([ckptfix, "state", "read", "--help"], env=env)]
         for i in range(repeat):  # interleaved, so that a burst of load hits both engines
-            for fmt, sfmt in (("jsonl", "json"), ("parquet", "parquet")):
+            for fmt in ("jsonl", "parquet"):
                 out = scratch / f"ckptfix.{fmt}"
                 print(f"[{provider}] round {i + 1}/{repeat}: ckptfix state read --format {fmt} ...", file=sys.stderr)
                 m = measure([ckptfix, "state", "read", str(ckpt), "--format", fmt, "--out", str(out)], env=env)
                 m["rows_out"] = count_parquet(out) if fmt == "parquet" else count_lines_file(out)
                 m["out_bytes"] = out.stat().st_size if out.exists() else None
+                m["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
                 runs.setdefault(f"ckptfix_{fmt}", []).append(m)
                 out.unlink(missing_ok=True)
-                out = scratch / f"spark-{sfmt}"
-                print(f"[{provider}] round {i + 1}/{repeat}: spark statestore -> {sfmt} ...", file=sys.stderr)
-                m = measure([PY, __file__, "--_spark-read", str(ckpt), str(out), sfmt], env=env)
-                try:
-                    m.update(json.loads(m["stdout"].strip().splitlines()[-1]))
-                except (ValueError, IndexError):
-                    m["error"] = "no timing from the Spark child"
-                m["rows_out"] = count_parquet(out) if sfmt == "parquet" else count_lines(out)
-                m["out_bytes"] = sum(p.stat().st_size for p in out.glob("part-*")) if out.exists() else None
-                m["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-                runs.setdefault(f"spark_{sfmt}", []).append(m)
-                shutil.rmtree(out, ignore_errors=True)
+            print(
+                f"[{provider}] round {i + 1}/{repeat}: spark statestore -> toArrow() x{SPARK_READS} ...",
+                file=sys.stderr,
+            )
+            m = measure([PY, __file__, "--_spark-arrow", str(ckpt), str(SPARK_READS)], env=env)
+            try:
+                m.update(json.loads(m["stdout"].strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                m["error"] = "no timing from the Spark child"
+            m["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+            runs.setdefault("spark_arrow", []).append(m)
+        print(f"[{provider}] floors ...", file=sys.stderr)
+        m = measure([PY, __file__, "--_floors", str(ckpt)], env=env)
+        try:
+            res["floors"] = json.loads(m["stdout"].strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            res["floors"] = {"error": m["stderr"][-2000:]}
         res["runs"] = runs
         res["summary"] = summarise(res)
         if do_profile:
@@ -436,51 +522,50 @@ def _median(xs: list[float]) -> float:
 
 
 def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
-    """Medians of wall and CPU times over the repeats, the max of the peak memories."""
+    """Medians of wall and CPU times over the repeats, the max of the peak memories; the targets of
+    issue 13: Parquet no later than Spark's warm ``toArrow()``, JSON lines within twice that, peak
+    memory at most 2x the largest partition's decoded size + 100 MB."""
     runs, rows = res["runs"], res["rows"]
     largest_mb = res["largest_partition_decoded_mb"]
-    baseline_mb = runs["ckptfix_baseline"][0]["peak_hwm_mb"]
+    mem_limit = 2 * largest_mb + 100
+    sparks = runs["spark_arrow"]
+    warm = [t for m in sparks for t in m.get("reads_s", [])[1:]]
+    first = [m["reads_s"][0] for m in sparks if m.get("reads_s")]
+    s_warm = _median(warm) if warm else None
     out = []
-    for fmt, sfmt in (("jsonl", "json"), ("parquet", "parquet")):
-        cs, ss = runs[f"ckptfix_{fmt}"], runs[f"spark_{sfmt}"]
+    for fmt, factor in (("parquet", 1), ("jsonl", 2)):
+        cs = runs[f"ckptfix_{fmt}"]
         c_s = _median([m["wall_s"] for m in cs])
-        s_s = _median([m["wall_s"] for m in ss])
-        rw = [m["read_write_s"] for m in ss if m.get("read_write_s")]
-        s_rw = _median(rw) if rw else None
-        # ckptfix reads partitions in worker processes: its memory is the whole tree's (the
-        # largest single process is reported beside it)
-        c_mb = max(m["peak_tree_rss_mb"] for m in cs)
-        c_proc_mb = max(m["peak_hwm_mb"] for m in cs)
+        rss = max(m["peak_tree_rss_mb"] for m in cs)
+        pss = max(m.get("peak_tree_pss_mb", 0) for m in cs)
+        one = max(m["peak_hwm_mb"] for m in cs)
         out.append(
             {
                 "format": fmt,
                 "rows": rows,
                 "repeats": len(cs),
-                "rows_ok": all(m.get("rows_out") == rows for m in cs + ss),
+                "rows_ok": all(m.get("rows_out") == rows for m in cs) and all(m.get("rows") == rows for m in sparks),
                 "ckptfix_s": round(c_s, 2),
                 "ckptfix_s_all": [m["wall_s"] for m in cs],
                 "ckptfix_cpu_s": round(_median([m["cpu_s"] for m in cs]), 2),
                 "ckptfix_rows_per_s": round(rows / c_s),
-                "ckptfix_peak_mb": c_mb,
-                "ckptfix_peak_one_process_mb": c_proc_mb,
-                "spark_total_s": round(s_s, 2),
-                "spark_total_s_all": [m["wall_s"] for m in ss],
-                "spark_session_s": round(_median([m["session_s"] for m in ss if m.get("session_s")]), 2),
-                "spark_read_write_s": round(s_rw, 2) if s_rw else None,
-                "spark_read_write_s_all": rw,
-                "spark_cpu_s": round(_median([m["cpu_s"] for m in ss]), 2),
-                "spark_rows_per_s_total": round(rows / s_s),
-                "spark_rows_per_s_excl_jvm": round(rows / s_rw) if s_rw else None,
-                "spark_peak_tree_mb": max(m["peak_tree_rss_mb"] for m in ss),
+                "ckptfix_tree_rss_mb": rss,
+                "ckptfix_tree_pss_mb": pss,
+                "ckptfix_one_process_mb": one,
+                "spark_warm_arrow_s": round(s_warm, 2) if s_warm else None,
+                "spark_warm_arrow_s_all": warm,
+                "spark_first_arrow_s_all": first,
+                "spark_session_s": round(_median([m["session_s"] for m in sparks if m.get("session_s")]), 2),
+                "spark_total_s": round(_median([m["wall_s"] for m in sparks]), 2),
+                "spark_cpu_s": round(_median([m["cpu_s"] for m in sparks]), 2),
+                "spark_peak_tree_mb": max(m["peak_tree_rss_mb"] for m in sparks),
                 "largest_partition_decoded_mb": largest_mb,
-                "ckptfix_baseline_mb": baseline_mb,
-                "target_faster_than_spark_incl_jvm": c_s < s_s,
-                "target_half_speed_excl_jvm": bool(s_rw) and c_s <= 2 * s_rw,
-                "target_memory_2x_largest_partition": c_mb <= 2 * largest_mb,
-                "ckptfix_over_spark_incl_jvm": round(c_s / s_s, 2),
-                "ckptfix_over_spark_excl_jvm": round(c_s / s_rw, 2) if s_rw else None,
-                "ckptfix_peak_over_largest": round(c_mb / largest_mb, 2),
-                "ckptfix_peak_above_baseline_over_largest": round((c_mb - baseline_mb) / largest_mb, 2),
+                "memory_limit_mb": round(mem_limit, 1),
+                "target": f"<= {factor}x Spark warm toArrow()",
+                "ckptfix_over_spark_warm": round(c_s / s_warm, 2) if s_warm else None,
+                "target_speed": bool(s_warm) and c_s <= factor * s_warm,
+                "target_memory_rss": rss <= mem_limit,
+                "target_memory_pss": pss <= mem_limit,
             }
         )
     return out
@@ -491,19 +576,19 @@ def print_table(results: list[dict[str, Any]]) -> None:
         ("provider", "provider"),
         ("format", "format"),
         ("ckptfix s", "ckptfix_s"),
-        ("ckptfix rows/s", "ckptfix_rows_per_s"),
-        ("ckptfix cpu s", "ckptfix_cpu_s"),
-        ("ckptfix tree MB", "ckptfix_peak_mb"),
-        ("ckptfix 1-proc MB", "ckptfix_peak_one_process_mb"),
-        ("spark s", "spark_total_s"),
-        ("spark excl JVM s", "spark_read_write_s"),
-        ("spark cpu s", "spark_cpu_s"),
-        ("spark rows/s excl", "spark_rows_per_s_excl_jvm"),
-        ("spark tree MB", "spark_peak_tree_mb"),
-        ("largest part MB", "largest_partition_decoded_mb"),
-        ("T1 faster", "target_faster_than_spark_incl_jvm"),
-        ("T2 >=half", "target_half_speed_excl_jvm"),
-        ("T3 mem<=2x", "target_memory_2x_largest_partition"),
+        ("cpu s", "ckptfix_cpu_s"),
+        ("spark warm toArrow s", "spark_warm_arrow_s"),
+        ("target", "target"),
+        ("ratio", "ckptfix_over_spark_warm"),
+        ("speed ok", "target_speed"),
+        ("tree RSS MB", "ckptfix_tree_rss_mb"),
+        ("tree PSS MB", "ckptfix_tree_pss_mb"),
+        ("1 proc MB", "ckptfix_one_process_mb"),
+        ("limit MB", "memory_limit_mb"),
+        ("RSS ok", "target_memory_rss"),
+        ("PSS ok", "target_memory_pss"),
+        ("spark total s", "spark_total_s"),
+        ("rows ok", "rows_ok"),
     ]
     table = [[h for h, _ in cols]]
     for res in results:
@@ -512,6 +597,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
     widths = [max(len(r[i]) for r in table) for i in range(len(cols))]
     for r in table:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+    for res in results:
+        print(f"floors [{res['provider']}]: {json.dumps(res.get('floors'))}")
 
 
 def main() -> int:
@@ -521,8 +608,14 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--_spark-read":
         spark_read(sys.argv[2], sys.argv[3], sys.argv[4])
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--_spark-arrow":
+        spark_arrow(sys.argv[2], int(sys.argv[3]))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--_floors":
+        floors(sys.argv[2])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--provider", choices=("hdfs", "rocksdb", "both"), default="both")
+    parser.add_argument("--provider", choices=(*PROVIDERS, "both", "all"), default="all")
     parser.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "ckptfix-bench")
     parser.add_argument("--profile", action="store_true", help="also cProfile ckptfix's jsonl read")
     parser.add_argument("--build-only", action="store_true")
@@ -539,7 +632,7 @@ def main() -> int:
     if not args.live_code:
         CODE_ROOT = Path(tempfile.mkdtemp(prefix="ckptfix-bench-code-"))
         shutil.copytree(ROOT / "ckptfix", CODE_ROOT / "ckptfix", ignore=shutil.ignore_patterns("__pycache__"))
-    providers = ["hdfs", "rocksdb"] if args.provider == "both" else [args.provider]
+    providers = {"both": ["hdfs", "rocksdb"], "all": list(PROVIDERS)}.get(args.provider, [args.provider])
     if args.build_only:
         for p in providers:
             ensure_checkpoint(p, args.cache_dir)
