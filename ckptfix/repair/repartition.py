@@ -33,8 +33,9 @@ Refused, with the reason (exit 2, nothing written): no state, no committed batch
 uncommitted batch after the last commit (Spark: ``LAST_BATCH_FAILED``), no metadata or no
 recorded shuffle partitions in ``offsets/L``, M equal to the current count (Spark:
 ``SHUFFLE_PARTITIONS_ALREADY_MATCH``), a custom provider, transformWithState (column
-families), state checkpoint format v2, Avro encoding, row checksums, a directory layout that
-disagrees with the recorded partition count. Every state file of version L + 1 is read and
+families), state checkpoint format v2, Avro encoding, a directory layout that
+disagrees with the recorded partition count. Row checksums (``rowChecksum.enabled``: CRC32C of the key and
+value bytes, which do not change) move with their values. Every state file of version L + 1 is read and
 every key decoded before anything is planned.
 """
 
@@ -55,6 +56,7 @@ from ckptfix.state.decode import Decoder
 from ckptfix.state.placement import placement
 from ckptfix.state.read import ENCODING, Selection, select, store_chain
 from ckptfix.state.schemas import operator_info, store_schema
+from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
 RULE = "STATE-REPARTITION"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -194,8 +196,6 @@ def _check(sel: Selection, where: str) -> None:
     encoding = sel.conf.get(ENCODING, "unsaferow").lower()
     if encoding != "unsaferow":
         raise RepartitionRefused(f"{where}: {ENCODING}={encoding}: only UnsafeRow-encoded state is repartitioned")
-    if sel.row_checksum:
-        raise RepartitionRefused(f"{where}: row checksums (rowChecksum.enabled=true) are not repartitioned yet")
     for stores in sel.op.partitions.values():
         for store in stores.values():
             if any(uid for (_k, _v, uid) in store.files):
@@ -244,9 +244,13 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
         pairs, part_meta = read_version(sel, chain)
         if meta is None or (part_meta and part_meta.get("columnFamilyMapping")):
             meta = part_meta
-        dec = Decoder(sch, sel.provider, ckpt.display(store.rel), delimiter=sel.delimiter)
+        strip = sel.row_checksum and sel.provider == "hdfs"
+        dec = Decoder(
+            sch, sel.provider, ckpt.display(store.rel), delimiter=sel.delimiter, row_checksum=sel.row_checksum
+        )
         for k, v in pairs:
-            dec.value(v)  # every value is checked before anything is planned
+            # every value is checked before anything is planned (HDFS: after its row checksum, if any)
+            dec.value(v[ROW_CHECKSUM_BYTES:] if strip else v)
             buckets[where.partition(dec.key(k), partitions)].append((k, v))
         move.keys += len(pairs)
     assert chain is not None

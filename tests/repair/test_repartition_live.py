@@ -1,6 +1,6 @@
 """``ckptfix state repartition`` proven with real Spark 4.3 (local[2]) for an aggregation, dropDuplicates, a
 stream-stream join (its four stores), applyInPandasWithState and a session window, on HDFS, RocksDB and RocksDB with
-changelog checkpointing:
+changelog checkpointing, and with row checksums (``rowChecksum.enabled``) on HDFS and RocksDB:
 
 - a query runs 3 batches with 4 partitions; a copy of its checkpoint is the run that never repartitions;
 - ``ckptfix state repartition --partitions M --apply`` (CLI, engine: backup + journal) moves the state;
@@ -31,6 +31,7 @@ from tests.state.scenarios import HDFS, ROCKSDB, session_confs
 
 pytestmark = pytest.mark.spark
 
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
 PROVIDERS = {
     "hdfs": {"spark.sql.streaming.stateStore.providerClass": HDFS},
     "rocksdb": {
@@ -40,6 +41,12 @@ PROVIDERS = {
     "rocksdb_cl": {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    },
+    "hdfs_rc": {"spark.sql.streaming.stateStore.providerClass": HDFS, ROW_CHECKSUM: "true"},
+    "rocksdb_rc": {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        ROW_CHECKSUM: "true",
     },
 }
 CONF_KEYS = sorted({k for c in PROVIDERS.values() for k in c} | {"spark.sql.shuffle.partitions"})
@@ -181,6 +188,8 @@ CASES = [
     ("apiws", "hdfs", 5),
     ("apiws", "rocksdb_cl", 2),
     ("session", "rocksdb", 3),
+    ("agg", "hdfs_rc", 3),
+    ("join", "rocksdb_rc", 5),
 ]
 
 
