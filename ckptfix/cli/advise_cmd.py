@@ -17,7 +17,6 @@ from ckptfix.cli.common import (
     StorageOption,
     emit,
     err,
-    guarded,
     note,
     out,
     storage_options,
@@ -82,7 +81,7 @@ def advise(
             write_out(chart, html(a).encode("utf-8"))
         return a
 
-    a = guarded(fmt, run)
+    a = run()
     if fmt is Format.json:
         emit(render.to_json(a))
     else:

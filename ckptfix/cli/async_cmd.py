@@ -15,7 +15,6 @@ from ckptfix.cli.common import (
     emit,
     err,
     fail,
-    guarded,
     out,
     storage_options,
 )
@@ -102,7 +101,7 @@ def async_off(
         idle_seconds=idle_seconds,
         storage_options=opts,
     )
-    outcome = guarded(fmt, lambda: run(checkpoint, query, options, show))
+    outcome = run(checkpoint, query, options, show)
     if fmt is Format.json:
         emit(jsonout.document(async_off=outcome.to_json()))
     else:

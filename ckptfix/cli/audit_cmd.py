@@ -16,7 +16,6 @@ from ckptfix.cli.common import (
     StorageOption,
     TargetSparkOption,
     emit,
-    guarded,
     note,
     out,
     storage_options,
@@ -75,23 +74,20 @@ def audit(
     Exit 0: no finding at or above --fail-on; 1: findings; 2: the checkpoint cannot be audited.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
-    session_conf = guarded(fmt, lambda: _conf_pairs(conf))
+    session_conf = _conf_pairs(conf)
     with RichObserver(not quiet) as observer:
-        ckpt, query = guarded(fmt, lambda: _against(checkpoint, opts, against, master, session_conf))
-        report = guarded(
-            fmt,
-            lambda: run_audit(
-                checkpoint,
-                target_spark,
-                storage_options=opts,
-                deep=deep,
-                sink_path=sink,
-                stateful=stateful,
-                observer=observer,
-                checkpoint=ckpt,
-                query=query,
-                session_conf=session_conf,
-            ),
+        ckpt, query = _against(checkpoint, opts, against, master, session_conf)
+        report = run_audit(
+            checkpoint,
+            target_spark,
+            storage_options=opts,
+            deep=deep,
+            sink_path=sink,
+            stateful=stateful,
+            observer=observer,
+            checkpoint=ckpt,
+            query=query,
+            session_conf=session_conf,
         )
     if query is not None:
         report.facts["against"] = {

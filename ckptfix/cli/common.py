@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from typer.core import TyperGroup
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout
 from ckptfix.storage import open_location, parse_storage_options
-
-T = TypeVar("T")
 
 
 class Format(str, Enum):
@@ -110,20 +108,34 @@ def fail(fmt: Format, message: str, kind: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def guarded(fmt: Format, fn: Callable[[], T]) -> T:
-    """Run a library call; turn every expected failure into one clear line and exit 2."""
-    try:
-        return fn()
-    except CkptfixError as exc:
-        fail(fmt, str(exc), type(exc).__name__)
-    except OSError as exc:  # storage: FileNotFoundError, PermissionError, unreachable store
-        fail(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
-    except KeyboardInterrupt:
-        fail(fmt, "interrupted", "Interrupted")
+def json_requested(argv: list[str]) -> bool:
+    """Whether the command line asks for ``--format json`` (errors then come as one JSON document)."""
+    for i, a in enumerate(argv):
+        if a in ("--format=json", "-fjson") or (a in ("--format", "-f") and argv[i + 1 : i + 2] == ["json"]):
+            return True
+    return False
+
+
+class GuardedGroup(TyperGroup):
+    """The one error guard of the CLI: every command runs inside it, so a library call that fails as expected
+    (content, usage, storage: :class:`CkptfixError`, :class:`OSError`) ends in one clear line, or one JSON
+    document with ``--format json``, and exit 2, whichever command raised it."""
+
+    def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click from 0.20 on)
+        argv = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        fmt = Format.json if json_requested(argv) else Format.text
+        try:
+            return super().invoke(ctx)
+        except CkptfixError as exc:
+            fail(fmt, str(exc), type(exc).__name__)
+        except OSError as exc:  # storage: FileNotFoundError, PermissionError, unreachable store
+            fail(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
+        except KeyboardInterrupt:
+            fail(fmt, "interrupted", "Interrupted")
 
 
 def storage_options(fmt: Format, pairs: list[str], endpoint: str | None) -> dict[str, Any]:
-    return guarded(fmt, lambda: parse_storage_options(pairs, endpoint))
+    return parse_storage_options(pairs, endpoint)
 
 
 class RichObserver:

@@ -10,7 +10,6 @@ from ckptfix.cli.common import (
     QuietOption,
     StorageOption,
     emit,
-    guarded,
     out,
     storage_options,
 )
@@ -27,7 +26,7 @@ def inspect(
 ) -> None:
     """Show what a checkpoint holds: query id, recorded conf, batches, sources, state."""
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(fmt, lambda: inspect_checkpoint(Checkpoint.open(checkpoint, opts)))
+    result = inspect_checkpoint(Checkpoint.open(checkpoint, opts))
     if fmt is Format.json:
         emit(jsonout.inspection(result))
     else:

@@ -21,10 +21,12 @@ from ckptfix.cli import (
     state_cmd,
     state_edit_cmd,
 )
+from ckptfix.cli.common import GuardedGroup, json_requested
 from ckptfix.render import jsonout
 
 app = typer.Typer(
     name="ckptfix",
+    cls=GuardedGroup,  # the one error guard: every command's expected failures end in one line, exit 2
     help="Read, audit and repair Spark Structured Streaming checkpoints without a JVM.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
@@ -53,13 +55,6 @@ def _root(version: bool = typer.Option(False, "--version", help="Print the versi
     if version:
         print(f"ckptfix {__version__}")
         raise typer.Exit(0)
-
-
-def _json_requested(argv: list[str]) -> bool:
-    for i, a in enumerate(argv):
-        if a in ("--format=json", "-fjson") or (a in ("--format", "-f") and argv[i + 1 : i + 2] == ["json"]):
-            return True
-    return False
 
 
 def _cli_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
@@ -94,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(getattr(exc, "exit_code", 0))
     except usage as exc:  # usage errors: one line, exit 2
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        if _json_requested(args):
+        if json_requested(args):
             print(jsonout.error(message, "UsageError"))
         elif message.strip():  # no-args help has already been printed
             print(f"ckptfix: error: {message}", file=sys.stderr)
@@ -103,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("CKPTFIX_DEBUG"):
             raise
         message = f"internal error ({type(exc).__name__}: {exc}); please report it, CKPTFIX_DEBUG=1 shows the traceback"
-        if _json_requested(args):
+        if json_requested(args):
             print(jsonout.error(message, "InternalError"))
         else:
             print(f"ckptfix: {message}", file=sys.stderr)

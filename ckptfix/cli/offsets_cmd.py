@@ -11,7 +11,6 @@ from ckptfix.cli.common import (
     QuietOption,
     StorageOption,
     emit,
-    guarded,
     out,
     storage_options,
 )
@@ -33,7 +32,7 @@ def export(
     """Print each source's committed offsets at a batch as what a new query needs
     (Kafka: startingOffsets; file source: the files already processed). Exit 2: bad input."""
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(fmt, lambda: export_offsets(checkpoint, batch, storage_options=opts))
+    result = export_offsets(checkpoint, batch, storage_options=opts)
     if fmt is Format.json:
         emit(jsonout.document(**result.to_json()))
     else:

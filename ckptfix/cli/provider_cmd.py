@@ -14,7 +14,6 @@ from ckptfix.cli.common import (
     QuietOption,
     StorageOption,
     TargetSparkOption,
-    guarded,
     note,
     storage_options,
 )
@@ -57,15 +56,12 @@ def provider(
     from ckptfix.migrate.provider import plan_provider
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(
-        fmt,
-        lambda: plan_provider(
-            checkpoint,
-            to.value,
-            changelog=None if changelog is None else changelog is Switch.on,
-            target_spark=target_spark,
-            storage_options=opts,
-        ),
+    result = plan_provider(
+        checkpoint,
+        to.value,
+        changelog=None if changelog is None else changelog is Switch.on,
+        target_spark=target_spark,
+        storage_options=opts,
     )
     carry_out(
         fmt,

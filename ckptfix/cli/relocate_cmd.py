@@ -14,7 +14,6 @@ from ckptfix.cli.common import (
     RichObserver,
     StorageOption,
     emit,
-    guarded,
     note,
     out,
     storage_options,
@@ -63,25 +62,19 @@ def relocate(
     if dest_storage_option or dest_endpoint_url:
         dest_opts = storage_options(fmt, dest_storage_option, dest_endpoint_url)
     with RichObserver(not quiet) as observer:
-        plan = guarded(
-            fmt,
-            lambda: plan_relocation(
-                source,
-                dest,
-                source_options=src_opts,
-                dest_options=dest_opts,
-                input_from=input_from,
-                input_to=input_to,
-                force=force,
-                idle_seconds=idle_seconds,
-                observer=observer,
-            ),
+        plan = plan_relocation(
+            source,
+            dest,
+            source_options=src_opts,
+            dest_options=dest_opts,
+            input_from=input_from,
+            input_to=input_to,
+            force=force,
+            idle_seconds=idle_seconds,
+            observer=observer,
         )
         if do_apply:
-            result = guarded(
-                fmt,
-                lambda: apply_relocation(plan, source_options=src_opts, dest_options=dest_opts, observer=observer),
-            )
+            result = apply_relocation(plan, source_options=src_opts, dest_options=dest_opts, observer=observer)
             doc = result.to_json()
         else:
             doc = {"plan": plan.to_json(), "applied": False}

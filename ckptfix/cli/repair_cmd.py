@@ -21,7 +21,6 @@ from ckptfix.cli.common import (
     emit,
     err,
     fail,
-    guarded,
     note,
     out,
     storage_options,
@@ -66,15 +65,15 @@ def carry_out(
     rebuild, provider migration), when the checkpoint audited as restartable before the run and
     does not after it."""
     if plan_out is not None:
-        guarded(fmt, lambda: write_out(plan_out, plan.dumps().encode()))
+        write_out(plan_out, plan.dumps().encode())
     run_id = None
     verdict = before = None
     if do_apply and not plan.empty:
         ckpt = Location(where, opts)
         backup = _backup(where, backup_dir, opts)
-        before = None if aims_at_restart else guarded(fmt, audit_after).verdict
-        run_id = guarded(fmt, lambda: engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds))
-        verdict = guarded(fmt, audit_after).verdict
+        before = None if aims_at_restart else audit_after().verdict
+        run_id = engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
+        verdict = audit_after().verdict
     if fmt is Format.json:
         emit(jsonout.plan(plan, unfixed, run_id, verdict))
     else:
@@ -127,17 +126,14 @@ def repair(
     Exit 0: nothing left unfixed; 1: some error findings have no safe automatic fix; 2: bad input.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
-    plan, _report, unfixed = guarded(
-        fmt,
-        lambda: plan_repair(
-            checkpoint,
-            target_spark,
-            strategy=strategy,
-            storage_options=opts,
-            sink_path=sink,
-            stateful=stateful,
-            options={"query_id": query_id, "accept_edits": accept_edits},
-        ),
+    plan, _report, unfixed = plan_repair(
+        checkpoint,
+        target_spark,
+        strategy=strategy,
+        storage_options=opts,
+        sink_path=sink,
+        stateful=stateful,
+        options={"query_id": query_id, "accept_edits": accept_edits},
     )
     carry_out(
         fmt,
@@ -174,19 +170,16 @@ def apply(
     opts = storage_options(fmt, storage_option, endpoint_url)
     if resume:
         ckpt = Location(target, opts)
-        run_id = guarded(fmt, lambda: engine.resume(ckpt, _backup(target, backup_dir, opts), run))
-        plan = guarded(fmt, lambda: engine.Runs(_backup(target, backup_dir, opts)).plan_of(run_id))
+        run_id = engine.resume(ckpt, _backup(target, backup_dir, opts), run)
+        plan = engine.Runs(_backup(target, backup_dir, opts)).plan_of(run_id)
     else:
         if run is not None:
             fail(fmt, "--run goes with --resume", "UsageError")
-        raw = guarded(fmt, lambda: Path(target).read_text())
-        plan = guarded(fmt, lambda: loads(raw, target))
-        ckpt = guarded(fmt, lambda: Location(plan.checkpoint, opts))
-        run_id = guarded(
-            fmt,
-            lambda: engine.apply(
-                plan, ckpt, _backup(plan.checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
-            ),
+        raw = Path(target).read_text()
+        plan = loads(raw, target)
+        ckpt = Location(plan.checkpoint, opts)
+        run_id = engine.apply(
+            plan, ckpt, _backup(plan.checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
         )
     if fmt is Format.json:
         emit(jsonout.plan(plan, [], run_id))
@@ -208,10 +201,7 @@ def undo(
     """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     ckpt = Location(checkpoint, opts)
-    run_id = guarded(
-        fmt,
-        lambda: engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run, force=force, idle_seconds=idle_seconds),
-    )
+    run_id = engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run, force=force, idle_seconds=idle_seconds)
     if fmt is Format.json:
         emit(jsonout.document(undone_run=run_id))
     else:
@@ -229,7 +219,7 @@ def history(
     """List ckptfix runs on a checkpoint: when, what, status."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
-    items = guarded(fmt, lambda: [runs.info(r) for r in runs.run_ids()])
+    items = [runs.info(r) for r in runs.run_ids()]
     if fmt is Format.json:
         emit(jsonout.runs(items))
     else:

@@ -13,7 +13,6 @@ from ckptfix.cli.common import (
     FormatOption,
     QuietOption,
     StorageOption,
-    guarded,
     note,
     storage_options,
 )
@@ -44,10 +43,7 @@ def repartition(
     from ckptfix.repair.repartition import plan_repartition
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(
-        fmt,
-        lambda: plan_repartition(checkpoint, partitions, target_spark=target_spark, storage_options=opts),
-    )
+    result = plan_repartition(checkpoint, partitions, target_spark=target_spark, storage_options=opts)
     carry_out(
         fmt,
         result.plan,

@@ -14,7 +14,6 @@ from ckptfix.cli.common import (
     QuietOption,
     StorageOption,
     TargetSparkOption,
-    guarded,
     note,
     storage_options,
 )
@@ -51,19 +50,16 @@ def rollback(
     2: refused or bad input.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(
-        fmt,
-        lambda: plan_rollback(
-            checkpoint,
-            to_batch,
-            target_spark,
-            storage_options=opts,
-            sink_path=sink,
-            into=into,
-            copy=do_apply,
-            force=force,
-            idle_seconds=idle_seconds,
-        ),
+    result = plan_rollback(
+        checkpoint,
+        to_batch,
+        target_spark,
+        storage_options=opts,
+        sink_path=sink,
+        into=into,
+        copy=do_apply,
+        force=force,
+        idle_seconds=idle_seconds,
     )
     plan, where = result.plan, result.checkpoint
     if result.into is not None:

@@ -22,7 +22,6 @@ from ckptfix.cli.common import (
     emit,
     err,
     fail,
-    guarded,
     note,
     out,
     stdout_gone,
@@ -271,7 +270,7 @@ def ls(
     from ckptfix.state.inventory import list_state
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    listing = guarded(fmt, lambda: list_state(checkpoint, verify=verify, storage_options=opts))
+    listing = list_state(checkpoint, verify=verify, storage_options=opts)
     if fmt is Format.json:
         emit(jsonout.document(**listing.to_json()))
     else:
@@ -432,19 +431,16 @@ def rebuild(
     from ckptfix.repair.rebuild import plan_rebuild
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(
-        fmt,
-        lambda: plan_rebuild(
-            checkpoint,
-            version=version,
-            batch=batch,
-            operator=operator,
-            partition=partition,
-            prune=prune,
-            retain=retain,
-            target_spark=target_spark,
-            storage_options=opts,
-        ),
+    result = plan_rebuild(
+        checkpoint,
+        version=version,
+        batch=batch,
+        operator=operator,
+        partition=partition,
+        prune=prune,
+        retain=retain,
+        target_spark=target_spark,
+        storage_options=opts,
     )
     carry_out(
         fmt,

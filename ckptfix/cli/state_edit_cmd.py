@@ -14,7 +14,6 @@ from ckptfix.cli.common import (
     FormatOption,
     QuietOption,
     StorageOption,
-    guarded,
     storage_options,
 )
 from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
@@ -89,18 +88,15 @@ def delete(
     from ckptfix.repair.surgery import plan_state_delete
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(
-        fmt,
-        lambda: plan_state_delete(
-            checkpoint,
-            operator=operator,
-            keys_file=keys,
-            where=where,
-            force_schema=force_schema,
-            target_spark=target_spark,
-            storage_options=opts,
-            **_schemas(key_schema, value_schema),
-        ),
+    result = plan_state_delete(
+        checkpoint,
+        operator=operator,
+        keys_file=keys,
+        where=where,
+        force_schema=force_schema,
+        target_spark=target_spark,
+        storage_options=opts,
+        **_schemas(key_schema, value_schema),
     )
     _carry_out(
         fmt,
@@ -142,17 +138,14 @@ def put(
     from ckptfix.repair.surgery import plan_state_put
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = guarded(
-        fmt,
-        lambda: plan_state_put(
-            checkpoint,
-            operator=operator,
-            rows_file=rows,
-            force_schema=force_schema,
-            target_spark=target_spark,
-            storage_options=opts,
-            **_schemas(key_schema, value_schema),
-        ),
+    result = plan_state_put(
+        checkpoint,
+        operator=operator,
+        rows_file=rows,
+        force_schema=force_schema,
+        target_spark=target_spark,
+        storage_options=opts,
+        **_schemas(key_schema, value_schema),
     )
     _carry_out(
         fmt,
