@@ -200,17 +200,20 @@ def write_snapshot(
     builder: PlanBuilder,
     reason: str,
     rule: str,
+    unique_id: str | None = None,
 ) -> list[str]:
     """Plan the snapshot of version ``sel.version`` holding exactly ``pairs`` (HDFS: ``N.snapshot`` in the
     query's codec; RocksDB: ``N.zip`` + fresh SSTs, ``meta`` giving the column-family fields). An existing
-    snapshot of that version is replaced (the engine backs it up). Returns the files written."""
+    snapshot of that version is replaced (the engine backs it up). ``unique_id``: name a RocksDB zip
+    ``N_<unique_id>.zip`` (checkpoint format v2) with this id instead of the one the chain gives version N.
+    Returns the files written."""
     n = sel.version
     if chain.provider == "hdfs":
         rel = f"{store.rel}/{layout.state_file_name(n, 'snapshot')}"
         raw = statefile.dump_snapshot([Record(k, v) for k, v in pairs])
         builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), reason, rule)
         return [rel]
-    return _rocks_snapshot(sel, store, chain, pairs, meta or {}, builder, reason, rule)
+    return _rocks_snapshot(sel, store, chain, pairs, meta or {}, builder, reason, rule, unique_id)
 
 
 def _rocks_snapshot(
@@ -222,12 +225,13 @@ def _rocks_snapshot(
     builder: PlanBuilder,
     reason: str,
     rule: str,
+    unique_id: str | None = None,
 ) -> list[str]:
     from ckptfix.stores import rocks
 
     n = sel.version
-    uid = None
-    if any(u for (_, _, u) in store.files):  # checkpoint format v2
+    uid = unique_id
+    if uid is None and any(u for (_, _, u) in store.files):  # checkpoint format v2
         uid = chain.steps[-1].unique_id if chain.steps else (chain.base.unique_id if chain.base else None)
     mapping = meta.get("columnFamilyMapping") or {}
     types = meta.get("columnFamilyTypeMap") or {}

@@ -22,7 +22,10 @@ and N = L + 1 the "repartition batch":
 - operator metadata v1 and ``_metadata/schema`` files are left as they are (they do not
   change with the partition count; the runner rewrites only v2 operator metadata, which only
   transformWithState writes and which is refused here);
-- ``commits/N``: ``commits/L`` as it is.
+- ``commits/N``: ``commits/L`` as it is; with state checkpoint format v2 (RocksDB), its
+  ``stateUniqueIds`` name the new snapshots ``N+1_<id>.zip`` (a fresh id per operator,
+  partition and store, as the runner does), and partitions >= M get nothing (their ids are
+  not in the commit log, so no reader looks there).
 
 On restart Spark sees batch N committed, runs batch N + 1 with M partitions and loads state
 version N + 1 from the new snapshots. Spark's own runner refuses the HDFS provider
@@ -33,7 +36,7 @@ Refused, with the reason (exit 2, nothing written): no state, no committed batch
 uncommitted batch after the last commit (Spark: ``LAST_BATCH_FAILED``), no metadata or no
 recorded shuffle partitions in ``offsets/L``, M equal to the current count (Spark:
 ``SHUFFLE_PARTITIONS_ALREADY_MATCH``), a custom provider, transformWithState (column
-families), state checkpoint format v2, Avro encoding, a directory layout that
+families), state checkpoint format v2 on HDFS, Avro encoding, a directory layout that
 disagrees with the recorded partition count. Row checksums (``rowChecksum.enabled``: CRC32C of the key and
 value bytes, which do not change) move with their values. Every state file of version L + 1 is read and
 every key decoded before anything is planned.
@@ -42,13 +45,15 @@ every key decoded before anything is planned.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import CkptfixError, FormatError, UsageError
-from ckptfix.formats import offsetlog
+from ckptfix.formats import commitlog, offsetlog
+from ckptfix.progress import Messages as Observer
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
@@ -60,8 +65,6 @@ from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
 RULE = "STATE-REPARTITION"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-
-Observer = Callable[[str], None]
 
 
 class RepartitionRefused(CkptfixError):
@@ -78,6 +81,8 @@ class StoreMove:
     #: new partition -> number of keys placed there
     placed: dict[int, int] = field(default_factory=dict)
     written: list[str] = field(default_factory=list)
+    #: checkpoint format v2: new partition -> the unique id of its new snapshot
+    ids: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,7 +165,17 @@ def plan_repartition(
         f"repartition batch {n}: {rel} with {SHUFFLE_PARTITIONS}={partitions}",
         RULE,
     )
-    builder.write(f"commits/{n}", ckpt.read(ckpt.commits.files[last]), f"commit of the repartition batch {n}", RULE)
+    commit = ckpt.read(ckpt.commits.files[last])
+    if any(m.ids for m in moves):  # checkpoint format v2: the ids of the new snapshots, per operator/partition/store
+        entry_l = ckpt.commit(last)
+        ids: dict[str, list[list[str]]] = {}
+        for m in moves:
+            stores = operator_info(ckpt, ckpt.state.operators[m.operator], last).stores
+            per = ids.setdefault(str(m.operator), [[""] * len(stores) for _ in range(partitions)])
+            for part, uid in m.ids.items():
+                per[part][stores.index(m.store)] = uid
+        commit = commitlog.dump(dataclasses.replace(entry_l, state_unique_ids=ids))
+    builder.write(f"commits/{n}", commit, f"commit of the repartition batch {n}", RULE)
     keys = sum(m.keys for m in moves)
     fix = (
         f"{RULE}: move the state after batch {last} ({keys} keys in {len(moves)} store(s)) from {current} to "
@@ -196,20 +211,18 @@ def _check(sel: Selection, where: str) -> None:
     encoding = sel.conf.get(ENCODING, "unsaferow").lower()
     if encoding != "unsaferow":
         raise RepartitionRefused(f"{where}: {ENCODING}={encoding}: only UnsafeRow-encoded state is repartitioned")
-    for stores in sel.op.partitions.values():
-        for store in stores.values():
-            if any(uid for (_k, _v, uid) in store.files):
-                raise RepartitionRefused(
-                    f"{ckpt.display(store.rel)}: state checkpoint format v2 (unique ids) is not repartitioned yet"
-                )
-    try:
-        ids = ckpt.commit(sel.batch).state_unique_ids
-    except FormatError:
-        ids = None
-    if ids:
+    if _format_v2(sel) and sel.provider != "rocksdb":
         raise RepartitionRefused(
-            f"{ckpt.display(f'commits/{sel.batch}')}: state checkpoint format v2 is not repartitioned yet"
+            f"{ckpt.display(f'commits/{sel.batch}')}: state checkpoint format v2 on the {sel.provider} provider"
         )
+
+
+def _format_v2(sel: Selection) -> bool:
+    """State checkpoint format v2: unique ids in the commit log (and in RocksDB file names)."""
+    try:
+        return bool(sel.ckpt.commit(sel.batch).state_unique_ids)
+    except FormatError:
+        return False
 
 
 def _store_dir(sel: Selection, name: str, part: int) -> StoreDir:
@@ -255,11 +268,17 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
         move.keys += len(pairs)
     assert chain is not None
     target = dataclasses.replace(sel, batch=version - 1, version=version)
+    v2 = _format_v2(sel)
     for part, pairs in enumerate(buckets):
         move.placed[part] = len(pairs)
         store = _store_dir(sel, name, part)
         reason = f"version {version}: {len(pairs)} key(s) Spark's hash partitioning places in partition {part}"
-        move.written += write_snapshot(target, store, chain, pairs, meta, builder, reason, RULE)
+        uid = str(uuid.uuid4()) if v2 else None
+        if uid is not None:
+            move.ids[part] = uid
+        move.written += write_snapshot(target, store, chain, pairs, meta, builder, reason, RULE, unique_id=uid)
+    if v2:  # the commit log names the snapshot of each partition < M; Spark's runner leaves the others alone too
+        return move
     for part in sorted(p for p in sel.op.partitions if p >= partitions):
         store = _store_dir(sel, name, part)
         reason = (
