@@ -136,3 +136,43 @@ def test_refusals_are_one_line_exit_2(tmp_path: Path) -> None:
     code, out = _cli("state", "repartition", str(tws), "--partitions", "5", "--format", "json")
     assert code == 2
     assert "transformWithState" in json.loads(out)["error"]["message"]
+
+
+def test_refused_while_the_query_looks_alive(tmp_path: Path) -> None:
+    """A state file written seconds ago: the engine refuses to apply (a running query would race the writes)."""
+    ckpt = _extract("4.3.0", "agg_rocksdb", tmp_path)
+    newest = max((p for p in (ckpt / "state").rglob("*.zip")), key=lambda p: p.stat().st_mtime)
+    newest.touch()
+    original = _digest(ckpt)
+    code, out = _cli("state", "repartition", str(ckpt), "--partitions", "5", "--apply")
+    assert code == 2, out
+    assert "is the query running?" in out
+    assert _digest(ckpt) == original
+
+
+def test_apply_and_undo_on_s3(s3_bucket: object, tmp_path: Path) -> None:
+    """The same plan, apply and undo on S3 (moto's server): reading, backups, journal and writes through fsspec."""
+    from ckptfix.checkpoint import Checkpoint
+    from ckptfix.repair import engine
+    from ckptfix.repair.repartition import plan_repartition
+    from ckptfix.storage import Location
+
+    ckpt = _extract("4.3.0", "join", tmp_path)
+    url = s3_bucket.upload_tree(ckpt, "join")  # type: ignore[attr-defined]
+    opts = s3_bucket.storage_options  # type: ignore[attr-defined]
+    fs = s3_bucket.filesystem()  # type: ignore[attr-defined]
+
+    def tree() -> dict[str, str]:
+        return {k: hashlib.sha256(fs.cat_file(k)).hexdigest() for k in fs.find(url) if "/_ckptfix/" not in k}
+
+    original = tree()
+    sides = [{"join_side": "left"}, {"join_side": "right"}]
+    before = [_canon(list(read_state(url, storage_options=opts, **kw))) for kw in sides]
+    result = plan_repartition(url, 3, storage_options=opts)
+    run = engine.apply(result.plan, Location(url, opts), Location(url + "/_ckptfix", opts), force=True)
+    after = [list(read_state(url, storage_options=opts, **kw)) for kw in sides]
+    assert [_canon(rows) for rows in after] == before
+    assert {r["partition_id"] for rows in after for r in rows} <= {0, 1, 2}
+    assert Checkpoint.open(url, opts).offsets.latest == result.batch
+    engine.undo(Location(url, opts), Location(url + "/_ckptfix", opts), run, force=True)
+    assert tree() == original
