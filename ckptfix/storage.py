@@ -346,11 +346,26 @@ class Location:
             else:
                 self.fs.pipe_file(self.path(rel), data, mode="create")
         except FileExistsError:
+            if self._holds(rel, data):
+                return
             raise FileExistsError(f"{self.display(rel)}: expected no file, found one (written concurrently?)") from None
         except Exception as exc:  # noqa: BLE001
             if "PreconditionFailed" in str(exc) or "412" in str(exc):
+                if self._holds(rel, data):
+                    return
                 raise FileExistsError(f"{self.display(rel)}: expected no file, found one") from None
             raise self._storage_error(rel, exc) from None
+
+    def _holds(self, rel: str, data: bytes) -> bool:
+        """On an object store, whether ``rel`` holds exactly ``data``: a conditional PUT that was carried out but
+        whose answer was lost is retried by botocore and refused (412) by its own first attempt. Same bytes: the
+        object is this write's (a lock names its owner and time, a backup its digest), not a concurrent one."""
+        if self.is_local:
+            return False
+        try:
+            return bool(self.fs.cat_file(self.path(rel)) == data)
+        except Exception:  # noqa: BLE001 - cannot tell: not ours
+            return False
 
     def create_exclusive_chunks(self, rel: str, chunks: Iterable[bytes]) -> int:
         """:meth:`create_exclusive` for content that arrives in pieces (never all in memory):

@@ -32,7 +32,10 @@ SPOILED = ("PUT", "DELETE", "GET", "POST")
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, share: float, seed: int = 16) -> None:
+    def __init__(
+        self, upstream: str, share: float, seed: int = 16, script: list[tuple[str, str]] | None = None
+    ) -> None:
+        """``script``: faults to inject, in order, on the next requests of those methods (then ``share``)."""
         up = urlsplit(upstream)
         self.host, self.port = up.hostname or "127.0.0.1", up.port or 80
         self.share = share
@@ -41,6 +44,7 @@ class FaultProxy:
         self.enabled = True
         self.injected: dict[str, int] = {"fail": 0, "drop": 0, "lie": 0}
         self.requests = 0
+        self.script = list(script or [])
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,6 +101,10 @@ class FaultProxy:
     def choose(self, method: str) -> str | None:
         with self.lock:
             self.requests += 1
+            if self.script and self.script[0][0] == method:
+                fault = self.script.pop(0)[1]
+                self.injected[fault] += 1
+                return fault
             if not self.enabled or method not in SPOILED or self.rnd.random() >= self.share:
                 return None
             fault = self.rnd.choice(("fail", "drop", "lie"))
