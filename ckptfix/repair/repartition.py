@@ -46,14 +46,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.formats import commitlog, offsetlog
-from ckptfix.progress import Messages as Observer
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
@@ -65,6 +64,8 @@ from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
 RULE = "STATE-REPARTITION"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+Observer = Callable[[str], None]  # one line per step
 
 
 class RepartitionRefused(CkptfixError):
