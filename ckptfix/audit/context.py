@@ -4,32 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ckptfix.audit.targets import SparkTarget
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
 from ckptfix.formats import commitlog, offsetlog
+from ckptfix.progress import NullObserver, Observer
 from ckptfix.sinks import Sink
 
 if TYPE_CHECKING:
     from ckptfix.audit.queryshape import QueryShape
-
-
-class Observer(Protocol):
-    """Progress callbacks; the CLI renders them, the library never prints."""
-
-    def stage(self, name: str, total: int | None = None) -> None: ...
-
-    def advance(self, n: int = 1) -> None: ...
-
-
-class NullObserver:
-    def stage(self, name: str, total: int | None = None) -> None:
-        pass
-
-    def advance(self, n: int = 1) -> None:
-        pass
 
 
 @dataclass

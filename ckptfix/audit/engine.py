@@ -16,12 +16,13 @@ from ckptfix.audit import (  # noqa: F401
     rules_state,
     rules_upgrade,
 )
-from ckptfix.audit.context import AuditContext, NullObserver, Observer
+from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Finding, Report, Skipped, Verdict, severity_rank
 from ckptfix.audit.queryshape import QueryShape
 from ckptfix.audit.registry import CHECKS
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
+from ckptfix.progress import NullObserver, Observer
 from ckptfix.sinks import open_sink
 
 

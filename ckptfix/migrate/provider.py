@@ -37,7 +37,7 @@ A running query is refused by the engine when the plan is applied.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -48,6 +48,7 @@ from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.formats import codec, offsetlog, statefile, unsaferow
 from ckptfix.formats.statefile import Record
+from ckptfix.progress import Messages as Observer
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.state.read import ENCODING, ROW_CHECKSUM, Selection, select, store_chain
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
@@ -63,8 +64,6 @@ ROCKS_COMPRESSION_CONF = "spark.sql.streaming.stateStore.rocksdb.compression"
 DEFAULT_PROVIDER = providers.DEFAULT
 SOURCE_KINDS = {"hdfs": ("delta", "snapshot"), "rocksdb": ("zip", "changelog")}
 _VERSION_BYTE = bytes([unsaferow.STATE_ENCODING_VERSION])
-
-Observer = Callable[[str], None]
 
 
 class ProviderRefused(CkptfixError):

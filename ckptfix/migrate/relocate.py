@@ -37,12 +37,13 @@ import posixpath
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.formats import compactlog, filechecksum, hadoopcrc, opmeta
+from ckptfix.progress import NullObserver, Observer
 from ckptfix.storage import S3_SCHEMES, Entry, Location, split_url, uri_forms
 
 MARKER = "_ckptfix_relocate.json"
@@ -51,20 +52,6 @@ CHUNK = 8 << 20
 #: text files below this size are scanned for leftover references to the old location
 SCAN_LIMIT = 1 << 20
 _STATE_DATA = (".delta", ".snapshot", ".zip", ".changelog", ".sst")
-
-
-class Observer(Protocol):
-    def stage(self, name: str, total: int | None = None) -> None: ...
-
-    def advance(self, n: int = 1) -> None: ...
-
-
-class _Null:
-    def stage(self, name: str, total: int | None = None) -> None:
-        pass
-
-    def advance(self, n: int = 1) -> None:
-        pass
 
 
 class RelocateRefused(CkptfixError):
@@ -285,7 +272,7 @@ def plan_relocation(
     """Check everything and work out what to copy and what to rewrite. Reads SRC, lists DEST, writes nothing."""
     from ckptfix.repair.engine import LiveQuery, check_recent_writes
 
-    obs = observer or _Null()
+    obs = observer or NullObserver()
     if (input_from is None) != (input_to is None):
         raise UsageError("--input-from and --input-to: expected both or neither, found only one")
     obs.stage("listing the source")
@@ -431,7 +418,7 @@ def apply_relocation(
     _fail_after: int | None = None,
 ) -> RelocationResult:
     """Carry the plan out into DEST (SRC is only read). ``_fail_after``: tests inject a crash after k files."""
-    obs = observer or _Null()
+    obs = observer or NullObserver()
     started = time.monotonic()
     src = Location(plan.source, source_options)
     dst = Location(plan.dest, dest_options if dest_options is not None else source_options)

@@ -31,6 +31,7 @@ from typing import Any
 
 from ckptfix.errors import CkptfixError, FormatError
 from ckptfix.formats import commitlog, metadata, offsetlog, opmeta
+from ckptfix.progress import Messages as Observer
 from ckptfix.repair.plan import Action, FileState, Plan, PlanError, loads, sha256
 from ckptfix.storage import OWN_TEMP, Location
 
@@ -420,7 +421,6 @@ def _lock_message(backup: Location, held: dict[str, Any] | None) -> str:
 
 
 # -- apply / resume / undo -------------------------------------------------------------------
-Observer = Callable[[str], None]
 
 
 def _perform(ckpt: Location, a: Action) -> None:

@@ -14,6 +14,7 @@ LAYER = {
     "errors": 0,
     "layout": 0,
     "storage": 0,
+    "progress": 0,
     "formats": 0,
     "checkpoint": 1,
     "stores": 1,
