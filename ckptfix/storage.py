@@ -134,6 +134,11 @@ def _fs_for(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
         storage_options = s3_options(storage_options)
     if protocol in ("hdfs", "viewfs"):
         _check_hadoop_client(url)
+    if protocol in ("gs", "gcs") and _gcs_plain_http(storage_options):
+        from gcsfs.core import GCSFileSystem
+
+        fs = GCSFileSystem(**dict(storage_options))
+        return fs, fs._strip_protocol(url).rstrip("/") or "/"
     try:
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
     except ValueError as exc:
@@ -146,6 +151,18 @@ def _fs_for(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     except ImportError as exc:
         raise UsageError(f"{url}: the '{protocol}' file system needs a package that is not installed: {exc}") from None
     return fs, path.rstrip("/") or "/"
+
+
+def _gcs_plain_http(storage_options: Mapping[str, Any]) -> bool:
+    """Whether gs:// goes to a plain-HTTP endpoint (an emulator): ``endpoint_url``, else $STORAGE_EMULATOR_HOST.
+
+    gcsfs's default file system asks Google's gRPC control plane for each bucket's type, at the same host:port
+    over TLS; a JSON-API-only emulator never answers that, and each bucket costs a minute of retries and warnings.
+    Such an endpoint gets gcsfs's JSON API file system, which is all an emulator speaks."""
+    endpoint = storage_options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST") or ""
+    if not isinstance(endpoint, str) or endpoint in ("", "default"):
+        return False
+    return not endpoint.startswith("https://")  # gcsfs reads "host:port" as http://host:port
 
 
 def _check_hadoop_client(url: str) -> None:

@@ -1,6 +1,6 @@
 from hypothesis import settings
 
-pytest_plugins = ["tests.support.s3", "tests.support.spark35", "tests.spark.plugin"]
+pytest_plugins = ["tests.support.s3", "tests.support.emulators", "tests.support.spark35", "tests.spark.plugin"]
 
 # property tests assert results, never speed: no per-example deadline (a loaded CI machine is not a failure)
 settings.register_profile("ckptfix", deadline=None)
