@@ -55,7 +55,25 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     sections: list[Section] = []
 
+    out = args.out
+    if out is None and not quick:
+        out = corpus.ROOT / "bench" / "results" / f"battery-{datetime.now(timezone.utc):%Y-%m-%dT%H%M}.json"
+
+    def save() -> None:  # after every section: a long run interrupted later keeps what it measured
+        if out is None:
+            return
+        result = {
+            "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "ckptfix": _commit(),
+            "quick": quick,
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "seconds": round(time.monotonic() - started, 1),
+            "sections": [s.as_json() for s in sections],
+        }
+        out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+
     def say(msg: str) -> None:
+        save()
         print(f"[battery {time.monotonic() - started:6.0f}s] {msg}", file=sys.stderr, flush=True)
 
     if "parsers" in only:
@@ -103,19 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {s.name}: {json.dumps(f, default=str)[:400]}")
         for n in s.notes:
             print(f"  {s.name}: note: {n}")
-    result = {
-        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "ckptfix": _commit(),
-        "quick": quick,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "seconds": round(time.monotonic() - started, 1),
-        "sections": [s.as_json() for s in sections],
-    }
-    out = args.out
-    if out is None and not quick:
-        out = corpus.ROOT / "bench" / "results" / f"battery-{datetime.now(timezone.utc):%Y-%m-%dT%H%M}.json"
+    save()
     if out is not None:
-        out.write_text(json.dumps(result, indent=1, default=str) + "\n")
         print(f"results: {out}", file=sys.stderr)
     return 0 if all(s.failed == 0 for s in sections) else 1
 
