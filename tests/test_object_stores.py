@@ -136,17 +136,18 @@ def test_create_exclusive_refuses_an_object_that_exists(store: ObjectStore) -> N
 
 
 @pytest.mark.parametrize(
-    "url",
+    ("fixture", "url"),
     [
-        "az://{c}/async",
-        "abfss://{c}@devstoreaccount1.dfs.core.windows.net/async",
-        "wasbs://{c}@devstoreaccount1.blob.core.windows.net/async",
+        ("gcs_bucket", "gcs://{c}/async"),
+        ("azure_container", "az://{c}/async"),
+        ("azure_container", "abfss://{c}@devstoreaccount1.dfs.core.windows.net/async"),
+        ("azure_container", "wasbs://{c}@devstoreaccount1.blob.core.windows.net/async"),
     ],
 )
-def test_every_azure_spelling_reads_the_same_checkpoint(azure_container: ObjectStore, url: str) -> None:
-    azure_container.upload_tree(ASYNC_SAMPLE, "async")
-    url = url.format(c=azure_container.container)
-    same_as_local(azure_container, url, ASYNC_SAMPLE, "audit", "{ckpt}", "-f", "json")
+def test_every_spelling_reads_the_same_checkpoint(request: pytest.FixtureRequest, fixture: str, url: str) -> None:
+    store: ObjectStore = request.getfixturevalue(fixture)
+    store.upload_tree(ASYNC_SAMPLE, "async")
+    same_as_local(store, url.format(c=store.container), ASYNC_SAMPLE, "audit", "{ckpt}", "-f", "json")
 
 
 def test_gcs_emulator_named_by_the_environment(gcs_bucket: ObjectStore) -> None:
@@ -155,3 +156,11 @@ def test_gcs_emulator_named_by_the_environment(gcs_bucket: ObjectStore) -> None:
     host = gcs_bucket.storage_options["endpoint_url"].removeprefix("http://")
     emulator = ObjectStore("gs", gcs_bucket.container, {"token": "anon"})
     same_as_local(emulator, url, ASYNC_SAMPLE, "audit", "{ckpt}", "-f", "json", env={"STORAGE_EMULATOR_HOST": host})
+
+
+def test_azure_connection_string_from_the_environment(azure_container: ObjectStore) -> None:
+    """$AZURE_STORAGE_CONNECTION_STRING (adlfs reads it) instead of a storage option."""
+    url = azure_container.upload_tree(ASYNC_SAMPLE, "async")
+    env = {"AZURE_STORAGE_CONNECTION_STRING": azure_container.storage_options["connection_string"]}
+    bare = ObjectStore("abfs", azure_container.container, {})
+    same_as_local(bare, url, ASYNC_SAMPLE, "audit", "{ckpt}", "-f", "json", env=env)
