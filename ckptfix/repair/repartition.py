@@ -19,9 +19,10 @@ and N = L + 1 the "repartition batch":
   version N + 1: so, beyond what Spark's runner does, the plan writes an EMPTY snapshot of
   version N + 1 in every existing partition >= M (older versions stay). Directories above the recorded count (left by an
   earlier repartition to fewer partitions) are not read.
-- operator metadata v1 and ``_metadata/schema`` files are left as they are (they do not
-  change with the partition count; the runner rewrites only v2 operator metadata, which only
-  transformWithState writes and which is refused here);
+- operator metadata v1 and ``_metadata/schema`` / ``_stateSchema`` files are left as they are
+  (they do not change with the partition count); operator metadata v2 (transformWithState) is
+  versioned by batch: ``_metadata/v2/N`` is the newest one at or before L with every store's
+  ``numPartitions`` = M (byte for byte what the runner writes);
 - ``commits/N``: ``commits/L`` as it is; with state checkpoint format v2 (RocksDB), its
   ``stateUniqueIds`` name the new snapshots ``N+1_<id>.zip`` (a fresh id per operator,
   partition and store, as the runner does), and partitions >= M get nothing (their ids are
@@ -35,16 +36,18 @@ version N + 1 from the new snapshots. Spark's own runner refuses the HDFS provid
 Refused, with the reason (exit 2, nothing written): no state, no committed batch, an
 uncommitted batch after the last commit (Spark: ``LAST_BATCH_FAILED``), no metadata or no
 recorded shuffle partitions in ``offsets/L``, M equal to the current count (Spark:
-``SHUFFLE_PARTITIONS_ALREADY_MATCH``), a custom provider, transformWithState (column
-families), state checkpoint format v2 on HDFS, Avro encoding, a directory layout that
-disagrees with the recorded partition count. Row checksums (``rowChecksum.enabled``: CRC32C of the key and
-value bytes, which do not change) move with their values. Every state file of version L + 1 is read and
-every key decoded before anything is planned.
+``SHUFFLE_PARTITIONS_ALREADY_MATCH``), a custom provider, a transformWithState column family
+whose keys hold no grouping key ckptfix knows (TTL families), state checkpoint format v2 on
+HDFS, Avro encoding, a directory layout that disagrees with the recorded partition count.
+Row checksums (``rowChecksum.enabled``: CRC32C of the key and value bytes, which do not
+change) move with their values. Every state file of version L + 1 is read and every key
+decoded before anything is planned.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,20 +55,19 @@ from typing import Any
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import CkptfixError, FormatError, UsageError
-from ckptfix.formats import commitlog, offsetlog
+from ckptfix.formats import commitlog, offsetlog, opmeta, sparkhash
+from ckptfix.progress import Messages as Observer
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
-from ckptfix.state.decode import Decoder
-from ckptfix.state.placement import placement
+from ckptfix.state.decode import Decoder, column_family_of
+from ckptfix.state.placement import placement, tws_grouping
 from ckptfix.state.read import ENCODING, Selection, select, store_chain
 from ckptfix.state.schemas import operator_info, store_schema
 from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
 RULE = "STATE-REPARTITION"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-
-Observer = Callable[[str], None]  # one line per step
 
 
 class RepartitionRefused(CkptfixError):
@@ -141,11 +143,6 @@ def plan_repartition(
     for op_id in sorted(ckpt.state.operators):
         op = ckpt.state.operators[op_id]
         info = operator_info(ckpt, op, last)
-        if info.is_tws:
-            raise RepartitionRefused(
-                f"{ckpt.display(op.rel)}: transformWithState (column families "
-                f"{', '.join(info.column_families)}) is not repartitioned yet"
-            )
         missing = [p for p in range(current) if p not in op.partitions]
         if missing:
             raise RepartitionRefused(
@@ -153,10 +150,13 @@ def plan_repartition(
                 f"{where}), found {_ranges(sorted(op.partitions))}"
             )
         for name in op.store_names:
-            sel = select(ckpt, operator=op_id, batch=last, store_name=name)
+            var = next(iter(info.column_families)) if info.is_tws else None
+            sel = select(ckpt, operator=op_id, batch=last, store_name=name, state_var=var)
             _check(sel, where)
             say(f"{ckpt.display(op.rel)} {name}: reading version {sel.version}")
             moves.append(_move(sel, name, current, partitions, n + 1, builder))
+        if op.metadata_v2:
+            _operator_metadata_v2(ckpt, op.rel, op.metadata_v2, last, n, partitions, builder)
     rel = ckpt.offsets.files[last]
     conf[SHUFFLE_PARTITIONS] = str(partitions)
     new = dataclasses.replace(entry, metadata=dataclasses.replace(entry.metadata, conf=conf))
@@ -201,6 +201,30 @@ def plan_repartition(
     return Repartition(builder.build(fix, [RULE], effects, notes), n, n + 1, current, partitions, moves)
 
 
+def _operator_metadata_v2(
+    ckpt: Checkpoint, rel: str, files: dict[int, str], last: int, n: int, partitions: int, builder: PlanBuilder
+) -> None:
+    """Operator metadata v2 is versioned by batch: the runner writes ``_metadata/v2/N``, the newest one at or
+    before batch L with every store's ``numPartitions`` = M."""
+    older = [b for b in files if b <= last]
+    if not older:
+        raise RepartitionRefused(
+            f"{ckpt.display(rel + '/_metadata/v2')}: no operator metadata at or before batch {last}"
+        )
+    src = files[max(older)]
+    meta = opmeta.parse(ckpt.read(src), ckpt.display(src))
+    raw = json.loads(json.dumps(meta.raw))
+    for store in raw.get("stateStoreInfo", []):
+        store["numPartitions"] = partitions
+    new = dataclasses.replace(meta, raw=raw)
+    builder.write(
+        f"{rel}/_metadata/v2/{n}",
+        opmeta.dump(new),
+        f"operator metadata of batch {n}: {src} with {partitions} partitions",
+        RULE,
+    )
+
+
 def _ranges(parts: list[int]) -> str:
     return ", ".join(str(p) for p in parts[:12]) + (" ..." if len(parts) > 12 else "") if parts else "none"
 
@@ -226,6 +250,41 @@ def _format_v2(sel: Selection) -> bool:
         return False
 
 
+def _tws_placer(sel: Selection, rel: str, meta: dict[str, Any], partitions: int) -> Callable[[bytes], int]:
+    """The new partition of a transformWithState key: its column family (2-byte id before the key), that family's
+    key decoded, the grouping key in it hashed (:func:`ckptfix.state.placement.tws_grouping`)."""
+    ckpt, info = sel.ckpt, sel.info
+    by_id = {int(i): n for n, i in (meta.get("columnFamilyMapping") or {}).items()}
+    decoders: dict[int, tuple[Decoder, Any]] = {}
+
+    def place(key: bytes) -> int:
+        cf = column_family_of(key)
+        if cf not in decoders:
+            name = by_id.get(cf)
+            sch = info.column_families.get(name) if name is not None else None
+            if sch is None:
+                raise RepartitionRefused(
+                    f"{ckpt.display(rel)}: column family {name or cf!r} has no schema in the state schema files"
+                )
+            dec = Decoder(
+                sch,
+                "rocksdb",
+                ckpt.display(rel),
+                column_family=True,
+                delimiter=sel.delimiter,
+                row_checksum=sel.row_checksum,
+            )
+            decoders[cf] = (dec, sch)
+        dec, sch = decoders[cf]
+        try:
+            values, t = tws_grouping(info, sch, dec.key(key))
+        except UsageError as exc:
+            raise RepartitionRefused(f"{ckpt.display(rel)}: {exc}") from None
+        return sparkhash.hash_row(values, t) % partitions
+
+    return place
+
+
 def _store_dir(sel: Selection, name: str, part: int) -> StoreDir:
     existing = sel.op.partitions.get(part, {}).get(name)
     if existing is not None:
@@ -239,13 +298,19 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
     repartition to fewer partitions, or are empty: Spark does not open them) and plan version ``version`` of
     partitions 0..partitions-1."""
     ckpt = sel.ckpt
-    sch = store_schema(ckpt, sel.op, sel.info, name)
-    try:
-        where = placement(sel.info, sch)
-    except UsageError as exc:
-        raise RepartitionRefused(f"{ckpt.display(sel.op.rel)}: {exc}") from None
-    cols = ", ".join(where.columns.names)
-    move = StoreMove(sel.op.operator, name, f"({cols})", 0)
+    if sel.info.is_tws:
+        if sel.provider != "rocksdb":
+            raise RepartitionRefused(f"{ckpt.display(sel.op.rel)}: transformWithState on {sel.provider}")
+        where = None
+        cols = "the grouping key of each column family"
+    else:
+        sch = store_schema(ckpt, sel.op, sel.info, name)
+        try:
+            where = placement(sel.info, sch)
+        except UsageError as exc:
+            raise RepartitionRefused(f"{ckpt.display(sel.op.rel)}: {exc}") from None
+        cols = "(" + ", ".join(where.columns.names) + ")"
+    move = StoreMove(sel.op.operator, name, cols, 0)
     buckets: list[list[tuple[bytes, bytes]]] = [[] for _ in range(partitions)]
     meta: dict[str, Any] | None = None
     chain = None
@@ -258,14 +323,19 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
         pairs, part_meta = read_version(sel, chain)
         if meta is None or (part_meta and part_meta.get("columnFamilyMapping")):
             meta = part_meta
-        strip = sel.row_checksum and sel.provider == "hdfs"
-        dec = Decoder(
-            sch, sel.provider, ckpt.display(store.rel), delimiter=sel.delimiter, row_checksum=sel.row_checksum
-        )
-        for k, v in pairs:
-            # every value is checked before anything is planned (HDFS: after its row checksum, if any)
-            dec.value(v[ROW_CHECKSUM_BYTES:] if strip else v)
-            buckets[where.partition(dec.key(k), partitions)].append((k, v))
+        if where is None:
+            place = _tws_placer(sel, store.rel, part_meta or {}, partitions)
+            for k, v in pairs:
+                buckets[place(k)].append((k, v))
+        else:
+            strip = sel.row_checksum and sel.provider == "hdfs"
+            dec = Decoder(
+                sch, sel.provider, ckpt.display(store.rel), delimiter=sel.delimiter, row_checksum=sel.row_checksum
+            )
+            for k, v in pairs:
+                # every value is checked before anything is planned (HDFS: after its row checksum, if any)
+                dec.value(v[ROW_CHECKSUM_BYTES:] if strip else v)
+                buckets[where.partition(dec.key(k), partitions)].append((k, v))
         move.keys += len(pairs)
     assert chain is not None
     target = dataclasses.replace(sel, batch=version - 1, version=version)

@@ -13,8 +13,8 @@ operator says the same):
 - session windows (a store whose key is scanned by a prefix): the prefix columns (the
   grouping keys; ``sessionStartTime`` is not partitioned on).
 
-transformWithState keys (column families, timers keyed by expiry, map keys with user keys)
-are not placed here: :func:`placement` raises :class:`~ckptfix.errors.UsageError`.
+transformWithState column families: the grouping key inside each family's key
+(:func:`tws_grouping`); :func:`placement` raises :class:`~ckptfix.errors.UsageError` for them.
 """
 
 from __future__ import annotations
@@ -69,4 +69,26 @@ def placement(info: OperatorInfo, store: StoreSchema) -> Placement:
     return Placement(store.key, n, "the whole state key")
 
 
-__all__ = ["Placement", "placement"]
+def tws_grouping(info: OperatorInfo, store: StoreSchema, key: Mapping[str, Any]) -> tuple[list[Any], StructType]:
+    """The grouping key (values, type) inside a decoded key of a transformWithState column family: the whole key
+    of a ValueState / ListState (and of a ListState's ``$rowCounter_`` family), the ``key`` struct of a MapState's
+    composite key (grouping key + ``userKey``) and of both timer families (``keyToTimestamp``: key + expiry;
+    ``timestampToKey``: expiry + key). Anything else (TTL index families, unknown internal ones) raises
+    :class:`UsageError`."""
+    var = info.state_variables.get(store.name)
+    kind = var.kind if var is not None else None
+    if kind in ("ValueState", "ListState") or store.name.startswith("$rowCounter_"):  # a ListState's counts too
+        return [key[k] for k in store.key.keys], store.key
+    timers = store.name.startswith("$") and "Timers_" in store.name
+    if kind == "MapState" or timers:
+        names = store.key.names
+        if "key" in names:
+            i = names.index("key")
+            t = store.key.fields[i].data_type
+            if isinstance(t, StructType):
+                inner = key[store.key.keys[i]]
+                return [inner[k] for k in t.keys], t
+    raise UsageError(f"column family {store.name}: its keys are not placed (no grouping key found in them)")
+
+
+__all__ = ["Placement", "placement", "tws_grouping"]

@@ -29,7 +29,11 @@ FIXTURES = {
     "dedup": [{}],
     "join": [{"join_side": "left"}, {"join_side": "right"}],
     "pandas_state": [{}],
+    "tws_pandas": [{"state_var": "acc"}],
 }
+#: fixtures whose audit already fails for another reason (4.3.0 tws_pandas: an absolute stateSchemaFilePath in its
+#: operator metadata points to where it was generated)
+NOT_RESTARTABLE = {"tws_pandas"}
 
 
 def _extract(version: str, name: str, dest: Path) -> Path:
@@ -85,7 +89,7 @@ def test_plan_apply_undo(version: str, name: str, tmp_path: Path) -> None:
 
         code, out = _cli("state", "repartition", str(ckpt), "-n", str(target), "--apply", "--idle-seconds", "0")
         assert code == 0, out
-        assert "will restart this checkpoint" in out
+        assert name in NOT_RESTARTABLE or "will restart this checkpoint" in out
         n = last + 1
         new_meta, new_sources = _conf(ckpt, n)
         assert new_sources == sources
@@ -130,12 +134,12 @@ def test_refusals_are_one_line_exit_2(tmp_path: Path) -> None:
     line = refused(str(ckpt), "--partitions", "5")
     assert f"batch {last + 1} is not committed" in line and "LAST_BATCH_FAILED" in line
 
-    tws = _extract("4.3.0", "tws_pandas", tmp_path / "t")
-    assert "transformWithState" in refused(str(tws), "--partitions", "5")
+    stateless = _extract("4.3.0", "filesink", tmp_path / "t")
+    assert "holds no state store" in refused(str(stateless), "--partitions", "5")
 
-    code, out = _cli("state", "repartition", str(tws), "--partitions", "5", "--format", "json")
+    code, out = _cli("state", "repartition", str(stateless), "--partitions", "5", "--format", "json")
     assert code == 2
-    assert "transformWithState" in json.loads(out)["error"]["message"]
+    assert "holds no state store" in json.loads(out)["error"]["message"]
 
 
 def test_refused_while_the_query_looks_alive(tmp_path: Path) -> None:
