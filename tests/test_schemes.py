@@ -36,3 +36,20 @@ def test_one_line_exit_2(url: str, says: str, tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], proc.stderr
     assert "internal error" not in proc.stderr and proc.stdout == ""
+
+
+def test_an_unreachable_store_is_one_line_without_the_librarys_retry_tracebacks() -> None:
+    """gcsfs logs every failed retry with a traceback (about 100 lines on stderr before the error); the user sees
+    ckptfix's one line. Port 9 on loopback refuses connections: no network needed."""
+    pytest.importorskip("gcsfs")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix", "audit", "gs://bucket/q1", "-o", "endpoint_url=http://127.0.0.1:9"]
+        + ["-o", "token=anon", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "CKPTFIX_DEBUG"},
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ckptfix: error: gs://bucket/q1: storage error:"), proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -79,9 +80,18 @@ def _safe_streams() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def _quiet_libraries() -> None:
+    """Storage libraries log their retries with tracebacks (gcsfs: "_request out of retries ...", 50 lines on a
+    DNS failure) through Python's last-resort handler; the user gets ckptfix's one line instead
+    (CKPTFIX_DEBUG=1 keeps them)."""
+    if not os.environ.get("CKPTFIX_DEBUG"):
+        logging.getLogger().addHandler(logging.NullHandler())
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     _safe_streams()
+    _quiet_libraries()
     exits, usage = _cli_exceptions()
     try:
         code = app(args=args, standalone_mode=False)
