@@ -187,6 +187,9 @@ def plan_repartition(
         f"state version {n + 1} from the new snapshots",
         f"batch {n} reads no input and writes no output (its offsets are those of batch {last}); no batch is re-run",
         "the state content is the same; each key is in the partition Spark's hash partitioning gives it",
+        f"a file sink (_spark_metadata) gets no entry for batch {n}: Spark fails when its log next compacts across "
+        f"batch {n} (BATCH_METADATA_NOT_FOUND, seen live; Spark's runner leaves the same gap); do not use this "
+        "on a query that writes to a file sink",
     ]
     if partitions < current:
         effects.append(
