@@ -51,8 +51,7 @@ LOG_VERSION = define(
     "Offset log v2 is readable from Spark 4.2; commit log v2/v3 from 4.2 (4.0/4.1 only read the version "
     "of spark.sql.streaming.stateStore.checkpointFormatVersion). Older Sparks fail with INVALID_LOG_VERSION "
     "(UnsupportedLogVersion on 3.5).",
-    "Restart with a Spark that reads this version (ckptfix does not rewrite log entries into an older log "
-    "version).",
+    "Restart with a Spark that reads this version (ckptfix does not rewrite log entries into an older log version).",
 )
 LOG_NO_BATCH_METADATA = define(
     "LOG-NO-BATCH-METADATA",
