@@ -32,7 +32,7 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if kind in _AS_IS:
         if kind is float and (value != value or value in _INFINITE):
-            return str(value)
+            return spark_float_text(value)
         return value
     if kind is dict:
         # a struct (field names) or a map; map keys share one type, so the first one tells
@@ -56,6 +56,14 @@ def _plain(value: Any) -> Any:
 
 _AS_IS = {type(None), bool, int, str, float}
 _INFINITE = (float("inf"), float("-inf"))
+
+
+def spark_float_text(value: float) -> str:
+    """NaN and the infinities as Spark prints them (``to_json``/``toJSON``: ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"`` as strings; CSV and ``show()``: the same words), not Python's ``nan``/``inf``."""
+    if value != value:
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 # a decimal's digits travel through json.dumps as a marked string and are unquoted after it
@@ -87,7 +95,7 @@ def _scalar_encoder(t: u.DataType) -> Any:
     if isinstance(t, u.DecimalType):
         return str
     if isinstance(t, (u.FloatType, u.DoubleType)):
-        return lambda v: float.__repr__(v) if v == v and v not in _INFINITE else _quote(str(v))
+        return lambda v: float.__repr__(v) if v == v and v not in _INFINITE else _quote(spark_float_text(v))
     return lambda v: _dumps(_plain(v))
 
 

@@ -103,3 +103,51 @@ def test_bulk_equals_row_by_row_on_edge_values(spark: Any, tmp_path: Path, provi
     assert S.committed_batches(ckpt) == [0, 1]
     compared, bulk = _compare(ckpt, {})
     assert compared >= 2 and bulk == compared, (compared, bulk)
+
+
+def _floats(value: dict[str, Any]) -> tuple[Any, ...]:
+    # the aggregation buffer's fields (max(dbl), min(flt)); to_json leaves null fields out
+    return tuple(value.get(k) for k in ("max", "min"))
+
+
+def test_nan_and_infinities_print_as_spark_prints_them(spark: Any, tmp_path: Path) -> None:
+    """`state read --format jsonl` writes NaN, Infinity and -Infinity as Spark's own JSON does (Spark's statestore
+    reader + to_json on the same checkpoint: "NaN", "Infinity", "-Infinity"), not Python's nan/inf."""
+    import json
+
+    from pyspark.sql import functions as F
+    from typer.testing import CliRunner
+
+    from ckptfix.cli.main import app
+
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    _write_inputs(src)
+    with S.session_confs(spark, {**S.PROVIDERS["hdfs"], "spark.sql.session.timeZone": "UTC"}):
+        df = spark.readStream.schema(spark.read.parquet(str(src)).schema).option("maxFilesPerTrigger", 1)
+        agg = df.parquet(str(src)).groupBy("s", "i").agg(F.max("dbl").alias("dbl"), F.min("flt").alias("flt"))
+        query = (
+            agg.writeStream.format("noop")
+            .outputMode("update")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(300)
+    spark_json = {
+        json.dumps(json.loads(r[0]), sort_keys=True): json.loads(r[1])
+        for r in spark.read.format("statestore").load(str(ckpt)).select(F.to_json("key"), F.to_json("value")).collect()
+    }
+    result = CliRunner().invoke(app, ["state", "read", str(ckpt), "--format", "jsonl"])
+    assert result.exit_code == 0, result.output
+    ours = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert len(ours) == len(spark_json) == 5
+    words = set()
+    for row in ours:
+        theirs = spark_json[json.dumps({k: v for k, v in row["key"].items() if v is not None}, sort_keys=True)]
+        for mine, spark_value in zip(_floats(row["value"]), _floats(theirs), strict=True):
+            if isinstance(spark_value, str):
+                assert mine == spark_value
+                words.add(mine)
+            else:
+                assert mine == spark_value or (mine is None and spark_value is None)
+    assert words == {"NaN", "Infinity", "-Infinity"}, (ours, spark_json)
