@@ -22,6 +22,7 @@ from ckptfix.formats import commitlog, hadoopcrc, offsetlog
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.formats.offsetlog import file_source_log_offset
 from ckptfix.repair.fixes import CannotFix, FixContext, fixes
+from ckptfix.repair.rollback import state_deletions
 
 # -- shared facts --------------------------------------------------------------------------
 
@@ -71,17 +72,22 @@ def _stateful(fc: FixContext) -> bool:
     return bool(fc.ckpt.state.operators)
 
 
-def _no_state_after(fc: FixContext, batch: int, why: str) -> None:
-    """Re-planning ``batch`` must not meet a state version it already wrote."""
-    found = _state_versions_from(fc, batch + 1)
-    if found:
-        raise CannotFix(
-            f"{why}: batch {batch} already wrote state version {batch + 1} ({found[0]}"
-            f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}); planning it anew needs the state rolled "
-            f"back too (`ckptfix rollback --to-batch {batch - 1}`)"
-        )
+def _roll_state_back(fc: FixContext, batch: int, rule: str, why: str) -> str | None:
+    """Re-planning ``batch`` must not meet a state version it already wrote: the state versions > ``batch``
+    (written by ``batch`` and later) go, as a rollback to ``batch - 1`` would remove them
+    (:func:`ckptfix.repair.rollback.state_deletions`), so Spark loads version ``batch`` and writes ``batch + 1``
+    again. Returns the sentence for the plan's effects, or None when no such state exists."""
     if fc.audit.stateful and not fc.ckpt.state.operators:
         raise CannotFix(f"{why}: the query is stateful but state/ is missing; fix the state first")
+    found = _state_versions_from(fc, batch + 1)
+    if not found:
+        return None
+    for rel, what in state_deletions(fc.ckpt, batch):
+        fc.builder.delete(rel, f"{why}: batch {batch} is planned again, so the state it wrote goes ({what})", rule)
+    return (
+        f"batch {batch} had already written state version {batch + 1}: those files go (as "
+        f"`ckptfix rollback --to-batch {batch - 1}` would), Spark loads state version {batch} and recomputes it"
+    )
 
 
 def _is_state_pointer(data: bytes) -> bool:
@@ -244,11 +250,12 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
         raise CannotFix(f"{why}, and the latest commit is {K}: batches before {L} would be skipped")
     if K == L and _is_state_pointer(ck.read(ck.commits.path_of(L))):
         raise CannotFix(f"{why}, and commits/{L} is a state pointer (stateUniqueIds); the state helper must decide")
-    if _stateful(fc):
-        _no_state_after(fc, L, why)
     _no_replan(fc, L, why)
+    rolled = _roll_state_back(fc, L, rule, why) if _stateful(fc) else None
     fc.builder.delete(ck.offsets.files[L], f"{why}: Spark plans batch {L} again from offsets/{L - 1}", rule)
     effects = [f"Spark plans batch {L} again from offsets/{L - 1}, up to what the sources hold now"]
+    if rolled is not None:
+        effects.append(rolled)
     if K == L:
         fc.builder.delete(
             ck.commits.files[L], f"batch {L} is planned again, so its commit must go (else it collides)", rule

@@ -182,6 +182,23 @@ def _unreferenced_ssts(ckpt: Checkpoint, store: StoreDir, doomed: list[str], kep
     return out
 
 
+def state_deletions(ckpt: Checkpoint, keep_upto: int) -> list[tuple[str, str]]:
+    """(path, why) of every state file of a version > ``keep_upto`` in every store, and of the SSTs that only
+    those versions' zips list: what makes ``keep_upto`` the newest state version (rollback, and repair's
+    re-planning of a batch whose state was already written)."""
+    out: list[tuple[str, str]] = []
+    for _op_id, op in sorted(ckpt.state.operators.items()):
+        for _part, stores in sorted(op.partitions.items()):
+            for _name, store in sorted(stores.items()):
+                doomed, kept_zips = _store_deletions(store, keep_upto)
+                for rel in doomed:
+                    v = layout.parse_state_file(rel.rsplit("/", 1)[-1])
+                    out.append((rel, f"state version {v.version if v else '?'} > {keep_upto}"))
+                for rel in _unreferenced_ssts(ckpt, store, doomed, kept_zips):
+                    out.append((rel, f"referenced only by zips of versions > {keep_upto}"))
+    return out
+
+
 def plan_rollback(
     url: str,
     to_batch: int,
@@ -280,17 +297,8 @@ def _plan_on(
             if x <= N and x in log.files:
                 builder.delete(rel, f"non-canonical duplicate of {log.rel}/{x}", RULE)
     keep_upto = N + 1
-    deleted_state: list[str] = []
-    for _op_id, op in sorted(ckpt.state.operators.items()):
-        for _part, stores in sorted(op.partitions.items()):
-            for _name, store in sorted(stores.items()):
-                doomed, kept_zips = _store_deletions(store, keep_upto)
-                for rel in doomed:
-                    v = layout.parse_state_file(rel.rsplit("/", 1)[-1])
-                    builder.delete(rel, f"state version {v.version if v else '?'} > {keep_upto}", RULE)
-                for rel in _unreferenced_ssts(ckpt, store, doomed, kept_zips):
-                    builder.delete(rel, f"referenced only by zips of versions > {keep_upto}", RULE)
-                deleted_state += doomed
+    for rel, why in state_deletions(ckpt, keep_upto):
+        builder.delete(rel, why, RULE)
     doomed_paths = {a.path for a in builder.actions if a.op == "delete"}
     after = ckpt.without(doomed_paths)
     report = audit(ckpt.location.url, target, storage_options=storage_options, sink_path=sink_path, checkpoint=after)

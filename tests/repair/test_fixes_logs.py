@@ -175,12 +175,18 @@ def test_damaged_latest_offset_refused_when_the_file_sink_holds_it(tmp_path: Pat
     assert any(u.startswith("LOG-UNREADABLE: offsets/6 is damaged: Spark would plan batch 6 anew") for u in unfixed)
 
 
-def test_damaged_latest_offset_refused_when_its_state_exists(tmp_path: Path) -> None:
+def test_damaged_latest_offset_whose_state_exists_is_rolled_back_with_it(tmp_path: Path) -> None:
+    """Repair completeness (issue 16): where the safe fix is a rollback, repair plans it itself. Batch 7 wrote
+    state version 8 (8.delta in partitions 0..2); planning batch 7 again needs version 8 gone, as
+    `rollback --to-batch 6` would remove it, and nothing else."""
     ckpt, _ = extract("agg_hdfs", tmp_path / "x")  # batches 0..7; batch 7 wrote state version 8
     CASES["offset_latest_empty"].apply(ckpt)
     plan, unfixed = plan_of(ckpt)
-    assert plan.empty
-    assert any("batch 7 already wrote state version 8" in u for u in unfixed), unfixed
+    assert unfixed == []
+    expected = [("delete", p) for p in ("offsets/7", "offsets/.7.crc", "commits/7", "commits/.7.crc")]
+    expected += [("delete", f"state/0/{n}/{f}") for n in (0, 1, 2) for f in ("8.delta", ".8.delta.crc")]
+    assert sorted(ops(plan)) == sorted(expected)
+    one_effect(plan, "already written state version 8", "loads state version 7")
 
 
 def test_damaged_latest_commit_is_rewritten_without_watermark(tmp_path: Path) -> None:
