@@ -7,7 +7,8 @@ rows. The parent writes the chunks as they come; rows of different partitions in
 rows are never changed. A worker's error reaches the parent as the same one-line error, and
 the remaining workers are stopped.
 
-Forking needs a platform with ``fork``; elsewhere, and for one job, reading stays in-process.
+Forking needs a platform with ``fork`` and a process that has not used RocksDB yet; elsewhere, and for one
+job, reading stays in-process.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ckptfix.errors import CkptfixError
+from ckptfix.stores import rocks
 
 CHUNK_ROWS = 4096
 _DONE = "done"
@@ -27,7 +29,10 @@ _TEXT = "text"
 
 
 def available() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+    """Forked readers: a platform with ``fork``, and a process that has not used RocksDB yet (a fork after
+    that can deadlock in RocksDB, :func:`ckptfix.stores.rocks.used_in_this_process`): else reading stays
+    in-process."""
+    return "fork" in multiprocessing.get_all_start_methods() and not rocks.used_in_this_process()
 
 
 def default_jobs(partitions: int) -> int:

@@ -94,12 +94,25 @@ def merge_delimiter(offset_confs: Mapping[str, Any]) -> bytes:
         raise ValueError(f"{MERGE_OPERATOR_VERSION_CONF}={raw!r}: Spark accepts 1 or 2") from None
 
 
+_opened = False
+
+
 def _rocksdict() -> Any:
+    global _opened
     try:
         import rocksdict
     except ImportError:
         raise MissingExtra("rocksdict", "rocksdb") from None
+    _opened = True
     return rocksdict
+
+
+def used_in_this_process() -> bool:
+    """Whether this process has used RocksDB (through rocksdict). RocksDB keeps background threads and locks in
+    a process-wide environment; a process forked after that inherits the locks but not the threads, and its
+    first RocksDB call can wait forever (seen: `state read --jobs 2` after an earlier RocksDB read in the same
+    process). Forking readers is only safe before the first use."""
+    return _opened
 
 
 def _is_flat(name: str) -> bool:
