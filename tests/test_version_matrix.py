@@ -63,8 +63,14 @@ def test_matrix_outcome_matches_audit(writer: str, scenario: str, restarter: str
     assert_verdict_agrees(report, rec["ok"], text, rec.get("rows_ok"), context)
 
 
+#: writers recorded against fewer restarters, on purpose: 3.3.0 is there for one fact (its dedup value schema is
+#: the input row, SPARK-39650), proven against the newest release only
+PARTIAL = {"3.3.0": {"4.3.0"}}
+
+
 def test_matrix_is_complete() -> None:
-    """Every tarball has an outcome for every restarter; a pair is skipped only where R lacks the scenario."""
+    """Every tarball has an outcome for every restarter (or those PARTIAL names); a pair is skipped only where R
+    lacks the scenario."""
     restarters = {r for scenarios in OUTCOMES.values() for restarts in scenarios.values() for r in restarts}
     assert {"3.5", "4.0", "4.1", "4.2", "4.3"} <= {_label(r) for r in restarters}
     tarballs = {(p.parent.name, p.name.removesuffix(".tar.gz")) for p in MATRIX_DIR.glob("*/*.tar.gz")}
@@ -75,7 +81,7 @@ def test_matrix_is_complete() -> None:
         size = (MATRIX_DIR / writer / f"{scenario}.tar.gz").stat().st_size
         assert size < 200_000, (writer, scenario, size)
         total += size
-        for restarter in restarters:
+        for restarter in PARTIAL.get(writer, restarters):
             rec = OUTCOMES[writer][scenario].get(restarter)
             assert rec is not None, f"{scenario} by {writer} was not restarted by {restarter}"
             if "skipped" in rec:

@@ -40,6 +40,7 @@ KIND = {
     "state rebuild": "plan",
     "state delete": "plan",
     "state put": "plan",
+    "state repartition": "plan",
     "migrate relocate": "relocation",
     "migrate provider": "plan",
     "advise": "advise",
