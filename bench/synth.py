@@ -3,7 +3,7 @@
     python bench/synth.py OUT_DIR [--batches 100000] [--operators 2] [--partitions 200]
                                   [--versions 100] [--scale 0.01] [--verify]
 
-Shapes are copied from /work/shared/reference (spark-logs-and-restart.md §1-4, §8;
+Shapes are copied from ../shared/reference (spark-logs-and-restart.md §1-4, §8;
 spark-behaviour-observed.md §3): a file source feeding an HDFS-provider aggregation, written
 through Hadoop's local ChecksumFileSystem (every file has a hidden ``.<name>.crc``):
 
