@@ -225,7 +225,10 @@ def plan_rollback(
     sink_latest = None
     if sink_path is not None:
         sink = open_sink(sink_path, storage_options)
-        qid = src.query_metadata().id
+        try:
+            qid: str | None = src.query_metadata().id
+        except (CkptfixError, OSError):  # no readable metadata: a file sink is still checked, a Delta txn cannot be
+            qid = None
         sink_latest = sink.last_batch(qid)
         if sink_latest is not None and sink_latest > N:
             raise RollbackRefused(
