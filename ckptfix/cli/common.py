@@ -116,10 +116,30 @@ def json_requested(argv: list[str]) -> bool:
     return False
 
 
+def _bare_flags(command: Any, ctx: Any) -> None:
+    """An on/off flag takes no value: --help shows no type for it (typer >= 0.20 would show ``<bool>``)."""
+    for param in [*command.params, command.get_help_option(ctx)]:
+        flag = param is not None and getattr(param, "is_flag", False) and not getattr(param, "count", False)
+        if flag and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _bare_flags(sub, ctx)
+
+
 class GuardedGroup(TyperGroup):
     """The one error guard of the CLI: every command runs inside it, so a library call that fails as expected
     (content, usage, storage: :class:`CkptfixError`, :class:`OSError`) ends in one clear line, or one JSON
     document with ``--format json``, and exit 2, whichever command raised it."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _bare_flags(command, ctx)
+        return command
+
+    def get_params(self, ctx: Any) -> Any:
+        _bare_flags(self, ctx)
+        return super().get_params(ctx)
 
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click from 0.20 on)
         argv = [*getattr(ctx, "_protected_args", []), *ctx.args]

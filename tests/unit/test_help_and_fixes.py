@@ -61,6 +61,14 @@ def test_help_shows_the_choices(command: str, shown: str) -> None:
     assert shown in help_text(command)
 
 
+@pytest.mark.parametrize("command", ["", *registered(), "state", "offsets", "migrate"])
+def test_help_shows_no_type_for_a_flag(command: str) -> None:
+    """An on/off flag takes no value; typer >= 0.20 would show ``<bool>`` beside it, ``--help`` included."""
+    text = help_text(command)
+    assert "--help" in text
+    assert "<bool>" not in text
+
+
 def test_shell_completion() -> None:
     """Through the installed `ckptfix` script, as a shell calls it."""
     exe = str(Path(sys.executable).with_name("ckptfix"))
