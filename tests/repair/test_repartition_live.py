@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from ckptfix.cli.main import app
 from tests.state.scenarios import HDFS, ROCKSDB, session_confs
+from tests.support.settle import settle
 
 pytestmark = pytest.mark.spark
 
@@ -147,6 +148,7 @@ def _run(spark: Any, kind: str, provider: str, root: Path, ckpt: Path, name: str
             assert q.exception() is None, q.exception()
         finally:
             q.stop()
+    settle(spark, ckpt)  # Spark's maintenance thread writes into the checkpoint after the query stopped
 
 
 def _store_names(kind: str) -> list[str]:
