@@ -553,4 +553,176 @@ def test_01_async_progress_off(spark: Any, async_base: dict[str, Path], tmp_path
     _assert_at_least_once(paths["INPUT"], paths["OUT"], unrecorded)
 
 
+def _recorded_partitions(ckpt: Path, batch: int) -> str:
+    """``spark.sql.shuffle.partitions`` as ``offsets/<batch>`` records it (line 2: the batch metadata)."""
+    import json
+
+    return str(
+        json.loads((ckpt / "offsets" / str(batch)).read_text().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"]
+    )
+
+
+def _state_partitions(ckpt: Path) -> list[int]:
+    return sorted(int(p.name) for p in (ckpt / "state" / "0").iterdir() if p.name.isdigit())
+
+
+def test_08_repartition_state(spark: Any, tmp_path: Path) -> None:
+    from _shared import offset_ids, write_input
+
+    from tests.support.settle import settle
+
+    rdir = recipe("repartition-state")
+    paths = load(rdir, "reproduce.py").reproduce(spark, tmp_path)
+    env = env_of(paths)
+    query = load(rdir, "query.py").query
+    ckpt = paths["CKPT"]
+    assert _recorded_partitions(ckpt, offset_ids(ckpt)[-1]) == "4" and _state_partitions(ckpt) == [0, 1, 2, 3]
+    # the symptom, live: the session asks for 8, Spark keeps the 4 the offset log records
+    write_input(paths["INPUT"], 4, 1)
+    before = offset_ids(ckpt)[-1]
+    session_value = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "8")
+    try:
+        assert restart(query(spark, str(paths["INPUT"]), str(paths["OUT"])), ckpt) is None
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", session_value)
+    assert offset_ids(ckpt)[-1] == before + 1, "the restart ran no batch"
+    assert _recorded_partitions(ckpt, before + 1) == "4"
+    assert _state_partitions(ckpt) == [0, 1, 2, 3]
+    assert all((ckpt / "state" / "0" / str(p) / f"{before + 2}.delta").is_file() for p in range(4))
+    settle(spark, ckpt)  # Spark's maintenance thread writes snapshots after the query stopped
+    age(ckpt)
+    run_section(rdir, "What ckptfix audit says", env)
+    run_section(rdir, "Fix", env)
+    run_section(rdir, "Check", env)
+    repartition_batch = offset_ids(ckpt)[-1]
+    write_input(paths["INPUT"], 5, 2)
+    # the session says 3 (the test fixture's): the offset log's 8 wins now
+    assert restart(query(spark, str(paths["INPUT"]), str(paths["OUT"])), ckpt) is None
+    newest = offset_ids(ckpt)[-1]
+    assert newest == repartition_batch + 2  # one batch per new file
+    assert _recorded_partitions(ckpt, newest) == "8"
+    assert _state_partitions(ckpt) == list(range(8))
+    # Spark ran 8 state store tasks: each partition has the delta of the newest batch's version
+    assert all((ckpt / "state" / "0" / str(p) / f"{newest + 1}.delta").is_file() for p in range(8))
+    _assert_aggregates(paths["INPUT"], paths["OUT"])
+
+
+def test_09_remove_a_poison_key(spark: Any, tmp_path: Path) -> None:
+    from _shared import sink_batches, write_input
+
+    from tests.support.settle import settle
+
+    rdir = recipe("remove-a-poison-key")
+    repro = load(rdir, "reproduce.py")
+    paths = repro.reproduce(spark, tmp_path)
+    env = env_of(paths)
+    query = load(rdir, "query.py").query
+    poison = repro.POISON_KEY
+    old_ids = {r["id"] for r in input_rows(paths["INPUT"])}
+    sink = [r for rows in sink_batches(paths["OUT"]).values() for r in rows]
+    assert any(r["key"] == poison and r["total"] >= 10**12 for r in sink), "the poison did not reach the state"
+    settle(spark, paths["CKPT"])
+    age(paths["CKPT"])
+    run_section(rdir, "What ckptfix audit says", env)
+    run_section(rdir, "Fix", env)
+    (state_rows, *_) = run_section(rdir, "Check", env)
+    assert f'"{poison}"' not in state_rows, state_rows
+    write_input(paths["INPUT"], 4, 2)
+    assert restart(query(spark, str(paths["INPUT"]), str(paths["OUT"])), paths["CKPT"]) is None
+
+    def aggregate(rows: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for r in rows:
+            c, t = out.get(r["key"], (0, 0))
+            out[r["key"]] = (c + 1, t + r["value"])
+        return out
+
+    every = input_rows(paths["INPUT"])
+    want = aggregate(every)
+    new_only = aggregate([r for r in every if r["id"] not in old_ids])
+    assert poison in new_only, "the new input has no row of the poison key"
+    want[poison] = new_only[poison]  # the deleted key starts again from the new input
+    got: dict[str, tuple[int, int]] = {}
+    for _, rows in sorted(sink_batches(paths["OUT"]).items()):  # update mode: the newest batch has the value
+        for r in rows:
+            got[r["key"]] = (r["cnt"], r["total"])
+    assert got == want
+
+
+def _file_sink_log(output_dir: Path) -> list[int]:
+    return sorted(int(p.name) for p in (output_dir / "_spark_metadata").iterdir() if p.name.isdigit())
+
+
+def _file_sink_rows(spark: Any, output_dir: Path) -> list[dict[str, Any]]:
+    """What a reader of the file sink sees: ``spark.read`` lists the files ``_spark_metadata`` names."""
+    return [r.asDict() for r in spark.read.json(str(output_dir)).collect()]
+
+
+def _assert_rows_lost(spark: Any, paths: dict[str, Path], fixed_ids: set[int], new_ids: set[int]) -> None:
+    """The re-planned batch was skipped by the file sink: the new file's rows are missing and the re-run rows
+    have only their bad copies (value * 20)."""
+    assert _file_sink_log(paths["OUT"]) == [0, 1, 2, 3, 4, 5]  # no entry for the re-planned batch
+    rows = _file_sink_rows(spark, paths["OUT"])
+    ids = {r["id"] for r in rows}
+    assert not new_ids & ids, "the new file's rows reached the sink"
+    assert fixed_ids <= ids
+    assert all(r["value_x2"] == r["value"] * 20 for r in rows if r["id"] in fixed_ids)
+
+
+def test_10_rollback_with_a_file_sink(spark: Any, tmp_path: Path) -> None:
+    import json
+
+    from _shared import offset_ids, read_rows, write_input
+
+    rdir = recipe("rollback-with-a-file-sink")
+    repro = load(rdir, "reproduce.py")
+    query = load(rdir, "query.py").query
+    # three reproductions (a file sink's log holds absolute paths: a copy of it would name the original's files)
+    paths = repro.reproduce(spark, tmp_path / "recipe")
+    forced = repro.reproduce(spark, tmp_path / "forced")
+    fresh = repro.reproduce(spark, tmp_path / "fresh")
+    for p in (paths, forced, fresh):
+        write_input(p["INPUT"], 6, 1)  # input that arrived after the bad release
+    fixed_ids = {r["id"] for i in range(3, 6) for r in read_rows(paths["INPUT"], f"part-{i:04d}.json")}
+    new_ids = {r["id"] for r in read_rows(paths["INPUT"], "part-0006.json")}
+    assert _file_sink_log(paths["OUT"]) == [0, 1, 2, 3, 4, 5]
+
+    # Why the refusal is right: the rollback forced without --sink, restarted by real Spark
+    age(forced["CKPT"])
+    code, out, err = run_ckptfix(["rollback", str(forced["CKPT"]), "--to-batch", "2", "--apply"])
+    assert code == 0, out + err
+    assert restart(query(spark, str(forced["INPUT"]), str(forced["OUT"]), buggy=False), forced["CKPT"]) is None
+    assert offset_ids(forced["CKPT"])[-1] == 3  # batch 3 re-planned over files 3-6 and committed
+    _assert_rows_lost(spark, forced, fixed_ids, new_ids)
+
+    # The refusal's first alternative, a new checkpoint from batch 2's offsets into the same file sink, loses the
+    # same rows: the file sink's log is keyed by batch id alone (the README says so)
+    code, out, err = run_ckptfix(["offsets", "export", str(fresh["CKPT"]), "--batch", "2", "--format", "json"])
+    assert code == 0, out + err
+    moved = tmp_path / "fresh" / "processed"
+    moved.mkdir()
+    for url in json.loads(out)["sources"][0]["processed_files"]:
+        src = Path(url.removeprefix("file://"))
+        src.rename(moved / src.name)
+    new_ckpt = tmp_path / "fresh" / "ckpt2"
+    assert restart(query(spark, str(fresh["INPUT"]), str(fresh["OUT"]), buggy=False), new_ckpt) is None
+    assert offset_ids(new_ckpt)[-1] == 3  # batches 0-3 of the new query, all skipped by the sink
+    _assert_rows_lost(spark, fresh, fixed_ids, new_ids)
+
+    # The recipe
+    env = env_of(paths)
+    age(paths["CKPT"])
+    run_section(rdir, "What ckptfix audit says", env)
+    run_section(rdir, "Fix", env)
+    assert _file_sink_log(paths["OUT"]) == [0, 1, 2]
+    run_section(rdir, "Check", env)
+    assert restart(query(spark, str(paths["INPUT"]), str(paths["OUT"]), buggy=False), paths["CKPT"]) is None
+    assert _file_sink_log(paths["OUT"]) == [0, 1, 2, 3]
+    got = _file_sink_rows(spark, paths["OUT"])
+    want = input_rows(paths["INPUT"])
+    assert sorted(r["id"] for r in got) == sorted(r["id"] for r in want)  # each row exactly once
+    assert all(r["value_x2"] == r["value"] * 2 for r in got), [r for r in got if r["value_x2"] != r["value"] * 2]
+
+
 pytestmark = pytest.mark.spark  # starts Spark (checked by tests/spark/plugin.py)
