@@ -61,6 +61,7 @@ from ckptfix.formats.unsaferow import (
     TimestampType,
     simple_string,
 )
+from ckptfix.state.export import repeated_names
 
 _INT_RANGE: dict[type, int] = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
 _NON_FINITE = {"nan": math.nan, "infinity": math.inf, "inf": math.inf, "-infinity": -math.inf, "-inf": -math.inf}
@@ -251,7 +252,7 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    obj = json.loads(line, parse_float=decimal.Decimal)
+                    obj = json.loads(line, parse_float=decimal.Decimal, object_pairs_hook=repeated_names)
                 except json.JSONDecodeError as exc:
                     raise UsageError(
                         f"{path}: line {n}: expected a JSON object, found invalid JSON ({exc.msg})"

@@ -3,20 +3,27 @@
 JSON follows Spark's ``to_json`` conventions where JSON has no type: timestamps as ISO
 8601 with ``Z`` (``timestamp``) or without zone (``timestamp_ntz``), dates ``YYYY-MM-DD``,
 binary as base64, decimals as exact JSON numbers, maps with string keys as objects and any
-other map as a list of ``{"key", "value"}`` objects. CSV flattens the top-level structs into
-``key.<field>`` / ``value.<field>`` columns, nested values as JSON. Parquet keeps the Spark
-types (decimal, timestamp UTC/µs, date, map, list, struct) through pyarrow.
+other map as a list of ``{"key", "value"}`` objects; floats and doubles as Java prints them
+(``1.0E20``, ``0.1`` for the float 0.1, ``"NaN"``), struct fields under Spark's names, a name an
+aggregation buffer repeats (``sum``, ``sum``) repeated, as Spark's ``toJSON()`` writes it. CSV
+flattens the top-level structs into ``key.<field>`` / ``value.<field>`` columns, nested values as
+JSON. Parquet keeps the Spark types (decimal, timestamp UTC/µs, date, map, list, struct) through
+pyarrow. Column names must be unique in CSV and Parquet (Spark refuses to write such a value to
+either, and Arrow to convert it), so there a repeated name gets ``#<field index>`` (``sum#1``), as
+the decoded rows hold it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import datetime as dt
 import decimal
 import io
 import json
 import re
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
@@ -76,6 +83,22 @@ def _dumps(plain: Any) -> str:
     return _DECIMAL_TEXT.sub(r"\1", text) if "\\u0000ckptfix.decimal:" in text else text
 
 
+def repeated_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads`` of what ``state read`` writes (and Spark's ``to_json``): a name a
+    struct repeats (``{"sum": 1, "sum": 2.5}``, an aggregation buffer) is kept under the name the decoded rows
+    use for its position (``sum#1``, :attr:`~ckptfix.formats.unsaferow.StructType.keys`), instead of the last
+    value silently winning."""
+    out: dict[str, Any] = {}
+    for i, (name, value) in enumerate(pairs):
+        out[name if name not in out else f"{name}#{i}"] = value
+    return out
+
+
+def parse_json_line(line: str) -> Any:
+    """One line of ``state read --format jsonl`` as the row it was written from (see :func:`repeated_names`)."""
+    return json.loads(line, object_pairs_hook=repeated_names)
+
+
 def to_json_line(row: Mapping[str, Any]) -> str:
     return _dumps(_plain(row))
 
@@ -83,9 +106,95 @@ def to_json_line(row: Mapping[str, Any]) -> str:
 _quote = json.encoder.encode_basestring  # the C escaper json.dumps uses
 
 
+def _struct_encoder(t: u.StructType) -> Any:
+    """A struct's JSON object under Spark's field names: a name the struct repeats (an aggregation buffer's
+    ``sum``, ``first``/``valueSet``) is repeated, as Spark's ``to_json``/``toJSON`` write it; the decoded dict
+    holds it under :attr:`~ckptfix.formats.unsaferow.StructType.keys` (``sum#1``)."""
+    parts = [(k, _quote(f.name) + ":", _scalar_encoder(f.data_type)) for k, f in zip(t.keys, t.fields, strict=True)]
+
+    def encode(value: Mapping[str, Any]) -> str:
+        out = []
+        for k, head, enc in parts:
+            v = value.get(k)
+            out.append(head + ("null" if v is None else enc(v)))
+        return "{" + ",".join(out) + "}"
+
+    return encode
+
+
+def java_double_text(value: float) -> str:
+    """A double as Java's ``Double.toString`` writes it, which is what Spark's JSON (Jackson), CSV and ``show()``
+    print: the shortest digits that read back to the same double (Python's ``repr`` digits; Java 19+ picks the
+    same, Java 17 may add a digit in rare cases), plain between 10^-3 and 10^7 (``0.001``, ``1234567.5``,
+    ``100.0``), else ``d.dddE<n>`` (``1.0E7``, ``1.5E-5``, ``1.0E20``). NaN and the infinities: see
+    :func:`spark_float_text`."""
+    if value != value or value in _INFINITE:
+        return spark_float_text(value)
+    text = float.__repr__(value)
+    if 1e-3 <= abs(value) < 1e7 or value == 0:
+        return text  # repr is plain in this range, with ".0" for an integral value, as Java
+    return _java_scientific(text, value)
+
+
+def java_float_text(value: float) -> str:
+    """A float (a FloatType value, held as a Python float) as Java's ``Float.toString`` writes it: the shortest
+    digits that read back to the same 32-bit float (``0.1``, not the double ``0.10000000149011612``), in the
+    layout of :func:`java_double_text`."""
+    if value != value or value in _INFINITE:
+        return spark_float_text(value)
+    if value == 0:
+        return float.__repr__(value)
+    for precision in range(1, 10):  # 9 significant digits always read back to the same float
+        text = f"{value:.{precision - 1}e}"
+        with contextlib.suppress(OverflowError):  # rounded past the largest float
+            if _F32.unpack(_F32.pack(float(text)))[0] == value:
+                break
+    if 1e-3 <= abs(value) < 1e7:
+        return float.__repr__(float(text))
+    return _java_scientific(text, value)
+
+
+_F32 = struct.Struct("<f")
+
+
+def _java_scientific(text: str, value: float) -> str:
+    """``d.dddE<n>`` (Java's computerized scientific notation) of the shortest digits ``text`` of ``value``.
+    The notation always shows two digits; where one would do, Java shows the two closest to the exact value
+    (``4.9E-324`` for the smallest double, whose shortest digits are ``5e-324``)."""
+    sign, digits, exponent = decimal.Decimal(text).as_tuple()
+    if len("".join(map(str, digits)).rstrip("0")) <= 1:
+        sign, digits, exponent = decimal.Decimal(f"{value:.1e}").as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) - 1 + int(exponent)
+    return ("-" if sign else "") + ds[0] + "." + (ds[1:] or "0") + "E" + str(power)
+
+
+def _array_encoder(t: u.ArrayType) -> Any:
+    enc = _scalar_encoder(t.element_type)
+    return lambda v: "[" + ",".join("null" if e is None else enc(e) for e in v) + "]"
+
+
+def _map_encoder(t: u.MapType) -> Any:
+    """A map with string keys as an object, any other map as a list of ``{"key", "value"}`` objects."""
+    key, val = _scalar_encoder(t.key_type), _scalar_encoder(t.value_type)
+    if isinstance(t.key_type, u.StringType):
+        return lambda v: "{" + ",".join(_quote(k) + ":" + ("null" if x is None else val(x)) for k, x in v.items()) + "}"
+    return lambda v: (
+        "["
+        + ",".join('{"key":' + key(k) + ',"value":' + ("null" if x is None else val(x)) + "}" for k, x in v.items())
+        + "]"
+    )
+
+
 def _scalar_encoder(t: u.DataType) -> Any:
-    """A function from a (non-null) value of ``t`` to its JSON text, the same text
-    :func:`to_json_line` gives, for the types where that can be done without ``_plain``."""
+    """A function from a (non-null) value of ``t`` to its JSON text: Spark's field names (:func:`_struct_encoder`)
+    and Spark's text of floats and doubles (:func:`java_double_text`), else the text :func:`to_json_line` gives."""
+    if isinstance(t, u.StructType):
+        return _struct_encoder(t)
+    if isinstance(t, u.ArrayType):
+        return _array_encoder(t)
+    if isinstance(t, u.MapType):
+        return _map_encoder(t)
     if isinstance(t, (u.ByteType, u.ShortType, u.IntegerType, u.LongType)):
         return int.__repr__
     if isinstance(t, u.StringType):
@@ -94,8 +203,10 @@ def _scalar_encoder(t: u.DataType) -> Any:
         return lambda v: "true" if v else "false"
     if isinstance(t, u.DecimalType):
         return str
-    if isinstance(t, (u.FloatType, u.DoubleType)):
-        return lambda v: float.__repr__(v) if v == v and v not in _INFINITE else _quote(spark_float_text(v))
+    if isinstance(t, u.DoubleType):
+        return lambda v: java_double_text(v) if v == v and v not in _INFINITE else _quote(spark_float_text(v))
+    if isinstance(t, u.FloatType):
+        return lambda v: java_float_text(v) if v == v and v not in _INFINITE else _quote(spark_float_text(v))
     return lambda v: _dumps(_plain(v))
 
 
@@ -106,23 +217,10 @@ class JsonLines:
 
     def __init__(self, columns: list[str], schemas: Mapping[str, u.DataType]) -> None:
         self.columns, self.schemas = columns, schemas
-
-        def struct_encoder(t: u.StructType) -> Any:
-            parts = [(k, _quote(k) + ":", _scalar_encoder(f.data_type)) for k, f in zip(t.keys, t.fields, strict=True)]
-
-            def encode(value: Mapping[str, Any]) -> str:
-                out = []
-                for k, head, enc in parts:
-                    v = value.get(k)
-                    out.append(head + ("null" if v is None else enc(v)))
-                return "{" + ",".join(out) + "}"
-
-            return encode
-
         self.encoders = []
         for col in columns:
             t = schemas.get(col)
-            enc = struct_encoder(t) if isinstance(t, u.StructType) else (_scalar_encoder(t) if t else None)
+            enc = _scalar_encoder(t) if t else None
             self.encoders.append((col, _quote(col) + ":", enc or (lambda v: _dumps(_plain(v)))))
 
     def __call__(self, row: Mapping[str, Any]) -> str:
@@ -201,8 +299,8 @@ def _json_texts(t: u.DataType, values: Any) -> Any:
         return pc.fill_null(pc.binary_join_element_wise(quote, values, quote, _literal("")), null)
     if isinstance(t, u.StructType) and t.fields:
         pieces: list[Any] = []
-        for i, (k, f) in enumerate(zip(t.keys, t.fields, strict=True)):
-            pieces.append(_literal(("{" if i == 0 else ",") + _quote(k) + ":"))
+        for i, f in enumerate(t.fields):
+            pieces.append(_literal(("{" if i == 0 else ",") + _quote(f.name) + ":"))
             pieces.append(_json_texts(f.data_type, values.field(i)))
         pieces.append(_literal("}"))
         joined = pc.binary_join_element_wise(*pieces, _literal(""))
@@ -257,6 +355,19 @@ def _csv_columns(columns: list[str], schemas: Mapping[str, u.DataType]) -> list[
     ]
 
 
+def _csv_encoder(t: u.DataType | None) -> Any:
+    """A function from a value of ``t`` to its CSV cell: nested values as JSON, floats and doubles as Spark
+    prints them (:func:`java_double_text`; NaN and the infinities as words)."""
+    if isinstance(t, (u.StructType, u.ArrayType, u.MapType)):
+        nested = _scalar_encoder(t)
+        return lambda v: "" if v is None else nested(v)
+    if isinstance(t, u.DoubleType):
+        return lambda v: "" if v is None else java_double_text(v)
+    if isinstance(t, u.FloatType):
+        return lambda v: "" if v is None else java_float_text(v)
+    return _csv_cell
+
+
 def csv_header(columns: list[str], schemas: Mapping[str, u.DataType]) -> str:
     names: list[str] = []
     for col, keys in _csv_columns(columns, schemas):
@@ -266,16 +377,23 @@ def csv_header(columns: list[str], schemas: Mapping[str, u.DataType]) -> str:
 
 def csv_line_maker(columns: list[str], schemas: Mapping[str, u.DataType]) -> Any:
     """A function from a row to its CSV line (with the newline)."""
-    layout = _csv_columns(columns, schemas)
+    layout: list[tuple[str, list[tuple[str, Any]] | None, Any]] = []
+    for col, keys in _csv_columns(columns, schemas):
+        t = schemas.get(col)
+        if keys is not None and isinstance(t, u.StructType):
+            fields = [(k, _csv_encoder(f.data_type)) for k, f in zip(keys, t.fields, strict=True)]
+            layout.append((col, fields, None))
+        else:
+            layout.append((col, None, _csv_encoder(t)))
 
     def line(row: Mapping[str, Any]) -> str:
         cells: list[str] = []
-        for col, keys in layout:
+        for col, fields, enc in layout:
             value = row.get(col)
-            if keys is not None:
-                cells += [_csv_cell(None if value is None else value.get(k)) for k in keys]
+            if fields is not None:
+                cells += [cell(None if value is None else value.get(k)) for k, cell in fields]
             else:
-                cells.append(_csv_cell(value))
+                cells.append(enc(value))
         return _csv_text(cells)
 
     return line

@@ -1,20 +1,31 @@
-"""Row writers: the compiled JSON-lines encoder writes exactly what the generic one does, for
-rows of any schema; parallel workers give the same rows as one process."""
+"""Row writers: the compiled JSON-lines encoder writes the values the generic one does, for rows of any schema,
+under Spark's field names and with floats as Java prints them; parallel workers give the same rows as one
+process."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import math
+import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from typer.testing import CliRunner
 
 from ckptfix.cli.main import app
 from ckptfix.formats.unsaferow import IntegerType, StructType, decode_row, encode_row
-from ckptfix.state.export import csv_header, csv_line_maker, json_line_maker, to_json_line
+from ckptfix.state.export import (
+    csv_header,
+    csv_line_maker,
+    java_double_text,
+    java_float_text,
+    json_line_maker,
+    to_json_line,
+)
 from tests.formats.test_unsaferow import schemas_and_rows
 from tests.state.test_read_fixtures import FIXTURES
 
@@ -30,12 +41,73 @@ def test_compiled_json_lines_equal_the_generic_ones(
     row = {"key": decode_row(encode_row(kv, ks), ks), "value": decode_row(encode_row(vv, vs), vs), "partition_id": 3}
     schemas = {"key": ks, "value": vs, "partition_id": IntegerType()}
     line = json_line_maker(["key", "value", "partition_id"], schemas)(row)
-    assert line == to_json_line(row) + "\n"
-    json.loads(line)  # and it is JSON
+    compiled = json.loads(line, object_pairs_hook=lambda pairs: pairs)  # names as written, repeats kept
+    generic = json.loads(to_json_line(row), object_pairs_hook=lambda pairs: pairs)
+    assert [n for n, _ in compiled] == ["key", "value", "partition_id"]
+    assert [n for n, _ in compiled[0][1]] == list(ks.names) and [n for n, _ in compiled[1][1]] == list(vs.names)
+    assert _same(compiled, generic), (line, to_json_line(row))
     cols = ["key", "value", "partition_id"]
     header = next(csv.reader(io.StringIO(csv_header(cols, schemas))))
     cells = next(csv.reader(io.StringIO(csv_line_maker(cols, schemas)(row))))
     assert len(header) == len(cells) == len(ks.fields) + len(vs.fields) + 1
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal JSON values, where a float of the compiled line may be the shortest text of the 32-bit float the
+    generic line prints in full (0.1 for 0.10000000149011612); names are compared by position, not text (the
+    generic line writes a repeated name as ``sum#1``)."""
+    if isinstance(a, list) and isinstance(b, list):
+        pairs = all(isinstance(x, tuple) for x in a + b)
+        if pairs:
+            return len(a) == len(b) and all(_same(x[1], y[1]) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, (float, int)) and not isinstance(b, bool):
+        f32 = struct.Struct("<f")
+        return a == b or (abs(b) < 3.5e38 and f32.unpack(f32.pack(a)) == f32.unpack(f32.pack(b)))
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [  # Java's Double.toString (its javadoc's layout rules; MIN_VALUE and MAX_VALUE as Java prints them)
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (100.0, "100.0"),
+        (0.001, "0.001"),
+        (9999999.0, "9999999.0"),
+        (1e7, "1.0E7"),
+        (12345678.9, "1.23456789E7"),
+        (9e-4, "9.0E-4"),
+        (1.5e-5, "1.5E-5"),
+        (-2.5e-10, "-2.5E-10"),
+        (1e20, "1.0E20"),
+        (5e-324, "4.9E-324"),
+        (1.7976931348623157e308, "1.7976931348623157E308"),
+        (math.nan, "NaN"),
+        (-math.inf, "-Infinity"),
+    ],
+)
+def test_double_text_as_java_prints_it(value: float, text: str) -> None:
+    assert java_double_text(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [  # Java's Float.toString of the 32-bit float nearest to value
+        (0.1, "0.1"),
+        (0.3, "0.3"),
+        (2.5, "2.5"),
+        (1234567.0, "1234567.0"),
+        (12345678.0, "1.2345678E7"),
+        (1e10, "1.0E10"),
+        (3.4028234663852886e38, "3.4028235E38"),
+        (1.401298464324817e-45, "1.4E-45"),
+        (1e-3, "0.001"),
+    ],
+)
+def test_float_text_as_java_prints_it(value: float, text: str) -> None:
+    f32 = struct.Struct("<f")
+    assert java_float_text(f32.unpack(f32.pack(value))[0]) == text
 
 
 def test_parallel_workers_give_the_same_rows(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptfix.cli.main import app
-from ckptfix.state.export import to_json_line
+from ckptfix.state.export import parse_json_line, to_json_line
 from ckptfix.state.read import read_changes, read_state
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state35"
@@ -355,7 +355,7 @@ def test_rocksdb_changelog_corrupt_zip_rebuild(tmp_path: Path) -> None:
 
     good = runner.invoke(app, ["state", "read", str(ckpt), "--batch", str(last)])
     assert good.exit_code == 0, good.output
-    cli_rows = [json.loads(line) for line in good.stdout.splitlines() if line.strip()]
+    cli_rows = [parse_json_line(line) for line in good.stdout.splitlines() if line.strip()]
     assert_same([{"key": r["key"], "value": r["value"]} for r in cli_rows], proof["rebuilt_state_rows"], RC)
 
     # committed evidence (prove_rebuild.py): Spark 3.5.9 restarted from the ckptfix-written zip + SSTs
