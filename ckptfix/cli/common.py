@@ -68,13 +68,14 @@ class _Stdout(Console):
 
 
 def out() -> Console:
-    """Where results go (stdout)."""
-    return _Stdout(file=sys.stdout, soft_wrap=False)
+    """Where results go (stdout). A line of text is never broken at the terminal's width (a pipe's is 80):
+    it stays one line for grep and for the reader's own terminal to wrap; tables fit the width."""
+    return _Stdout(file=sys.stdout, soft_wrap=True)
 
 
 def err() -> Console:
-    """Where messages go (stderr): progress, summaries, hints and errors."""
-    return Console(file=sys.stderr)
+    """Where messages go (stderr): progress, summaries, hints and errors; lines as :func:`out`'s."""
+    return Console(file=sys.stderr, soft_wrap=True)
 
 
 def note(quiet: bool, message: str) -> None:

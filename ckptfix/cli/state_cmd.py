@@ -291,6 +291,9 @@ def ls(
                 store = "" if p.store == "default" else f" {p.store}"
                 state = f"version {p.target}: {p.chain}" if p.problem is None else f"CANNOT LOAD: {p.problem}"
                 say(f"  partition {p.partition}{store}: loadable {p.to_json()['loadable'] or 'none'}; {state}")
+                if p.older:
+                    label = "versions" if "-" in p.older else "version"
+                    say(f"    {label} {p.older}: no files (cleaned up by Spark's retention, or the partition is newer)")
                 for span, path in p.unloadable.items():
                     label = "versions" if "-" in span else "version"
                     say(f"    {label} {span} cannot load: {path} is missing")

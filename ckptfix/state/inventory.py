@@ -32,6 +32,9 @@ class StoreStatus:
     unloadable: dict[str, str] = field(default_factory=dict)
     #: with ``verify``: version ranges whose files are all there but one is damaged -> the first problem
     broken: dict[str, str] = field(default_factory=dict)
+    #: versions below the oldest one with a file, e.g. "1-12": cleaned up by Spark's retention
+    #: (``minBatchesToRetain``), or the partition did not exist yet (a repartition added it); not damage
+    older: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +48,7 @@ class StoreStatus:
             "problem": self.problem,
             "unloadable": self.unloadable,
             "broken": self.broken,
+            "older": self.older,
         }
 
 
@@ -164,7 +168,9 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
                 broken[v] = problem
         loadable = [v for v in loadable if v not in broken]
     status = StoreStatus(store.partition, store.store, versions, loadable, sel.version)
-    missing = [v for v in range(1, max(versions, default=0) + 1) if v not in set(loadable)]
+    oldest = min(versions, default=1)
+    status.older = ranges(list(range(1, oldest)))
+    missing = [v for v in range(oldest, max(versions, default=0) + 1) if v not in set(loadable)]
     for span in ranges(missing).split(",") if missing else []:
         first = int(span.split("-")[0])
         if first in broken:
