@@ -22,7 +22,7 @@ from ckptfix import layout
 from ckptfix.checkpoint import LogDir, index_log
 from ckptfix.errors import FormatError
 from ckptfix.formats import deltalog
-from ckptfix.storage import Location
+from ckptfix.storage import Entry, Location
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class Sink:
     location: Location
     log: LogDir  # the file sink's _spark_metadata (empty when the path holds none)
     delta: DeltaTable | None = None
+    #: a file sink's listing (the whole output path); empty for a Delta table (only its log is listed)
+    entries: dict[str, Entry] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -67,6 +69,65 @@ class Sink:
         if self.delta is not None:
             return f"the Delta table's transaction log (txn of appId {query_id})"
         return "the file sink's _spark_metadata"
+
+    def without(self, rels: set[str]) -> Sink:
+        """This file sink as it will be once ``rels`` are deleted (a rollback's plan, audited before it runs)."""
+        if self.delta is not None:
+            return self
+        kept = {p: e for p, e in self.entries.items() if p not in rels}
+        return Sink(self.location, index_log(layout.SINK_LOG, kept, compactible=True), None, kept)
+
+    def replan_advice(self, keep: int, last: int, checkpoint: str = "CKPT") -> str:
+        """What to do instead of letting Spark plan batches ``keep+1..last`` again while this sink holds them
+        (``keep``: the batch the checkpoint resumes after, -1 when none is committed).
+
+        A file sink's log is keyed by batch id alone (``FileStreamSink`` skips every id <= the newest in
+        ``_spark_metadata``, whatever query wrote it): a new checkpoint's batches 0.. are skipped just the same, so
+        the way out is to roll the sink back with the checkpoint, or to write to a new output path. Delta's sink
+        keys by query id: a new checkpoint (a new query id) from the old one's offsets writes into the same table."""
+        if self.delta is not None:
+            start = f"`ckptfix offsets export {checkpoint} --batch {keep}`" if keep >= 0 else "`ckptfix offsets export`"
+            return (
+                f"keep the table and start a new checkpoint (a new query id: Delta's txn is per query id) from batch "
+                f"{keep}'s offsets ({start}), or write to a new table"
+            )
+        roll = (
+            f"`ckptfix rollback {checkpoint} --to-batch {keep} --sink {self.location.url} --with-sink` deletes its log "
+            f"entries of batches {keep + 1}..{last} and the files they add, with backup"
+            if keep >= 0
+            else f"its log entries of batches 0..{last} and the files they add"
+        )
+        return (
+            f"roll the file sink back with the checkpoint ({roll}), or restart into a new output path; not a new "
+            "checkpoint into the same path (the file sink's log is keyed by batch id alone: a new query's batches "
+            "are skipped too)"
+        )
+
+
+def delta_restore_version(loc: Location, app_id: str, batch: int) -> int | None:
+    """The table version before the first commit whose ``txn`` of ``app_id`` is above ``batch`` (what Delta's
+    ``RESTORE TABLE ... TO VERSION v`` takes to forget batches > ``batch``), or None when the log cannot tell
+    (the commits that would say were cleaned up, or no commit of ``app_id`` is above ``batch``)."""
+    commits: dict[int, str] = {}
+    for rel, entry in loc.list_tree(deltalog.LOG_DIR).items():
+        f = None if entry.is_dir or rel.count("/") != 1 else deltalog.classify(rel.rsplit("/", 1)[1], rel)
+        if f is not None and f.kind == "commit":
+            commits[f.version] = rel
+    first_above: int | None = None
+    version = max(commits, default=-1)
+    while version >= 0:
+        commit = commits.get(version)
+        if commit is None:
+            return None  # cleaned up (or a gap): an older commit may hold an earlier txn above batch
+        got = deltalog.txns_in_json(loc.read(commit), loc.display(commit), commit).get(app_id)
+        if got is not None:
+            if got.version <= batch:
+                break
+            first_above = version
+        version -= 1
+    if first_above is None or first_above == 0:
+        return None
+    return first_above - 1
 
 
 def _replay(loc: Location) -> DeltaTable:
@@ -129,7 +190,8 @@ def open_sink(path: str, storage_options: Mapping[str, Any] | None = None) -> Si
     loc = Location(path, storage_options)
     if loc.exists(deltalog.LOG_DIR):  # only the log is listed, never the table's data files
         return Sink(loc, index_log(layout.SINK_LOG, {}, compactible=True), _replay(loc))
-    return Sink(loc, index_log(layout.SINK_LOG, loc.list_tree(), compactible=True))
+    entries = loc.list_tree()
+    return Sink(loc, index_log(layout.SINK_LOG, entries, compactible=True), None, entries)
 
 
-__all__ = ["DeltaTable", "Sink", "open_sink"]
+__all__ = ["DeltaTable", "Sink", "delta_restore_version", "open_sink"]

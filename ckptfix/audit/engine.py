@@ -23,7 +23,7 @@ from ckptfix.audit.registry import CHECKS
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.progress import NullObserver, Observer
-from ckptfix.sinks import open_sink
+from ckptfix.sinks import Sink, open_sink
 
 
 def decide(target: str, findings: list[Finding]) -> Verdict:
@@ -49,14 +49,17 @@ def audit(
     checkpoint: Checkpoint | None = None,
     query: QueryShape | None = None,
     session_conf: Mapping[str, str] | None = None,
+    sink: Sink | None = None,
 ) -> Report:
+    """``sink``: an already opened sink (e.g. as a rollback will leave it), instead of opening ``sink_path``."""
     target = parse_target(target_spark)
     obs = observer or NullObserver()
     obs.stage("listing")
     ckpt = checkpoint or Checkpoint.open(url, storage_options)
     if sink_path is None and query is not None and query.sink.is_file:
         sink_path = query.sink.path  # the new query's file sink: its _spark_metadata against the logs
-    sink = open_sink(sink_path, storage_options) if sink_path else None
+    if sink is None and sink_path:
+        sink = open_sink(sink_path, storage_options)
     session = {**(query.conf if query is not None else {}), **(session_conf or {})}
     ctx = AuditContext(
         ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs, query=query, session_conf=session

@@ -22,9 +22,11 @@ SINK_AHEAD = define(
     "DeltaSink.addBatch skips any batch id at or below the newest txn version recorded for the query id. When "
     "the sink is ahead of the offset log (a rolled-back or replaced checkpoint), the next batches are planned "
     "with new data and silently dropped by the sink.",
-    "Keep the sink and restart from a new checkpoint with a new query id that starts where this one ended "
-    "(`ckptfix offsets export CKPT` gives each source's starting offsets), or write to a new output path; never "
-    "re-plan batch ids the sink holds.",
+    "File sink (its log is keyed by batch id alone, whatever query writes): roll the sink back with the checkpoint "
+    "(`ckptfix rollback CKPT --to-batch N --sink OUT --with-sink`), or write to a new output path; a new checkpoint "
+    "into the same path is skipped too. Delta table (its txn is per query id): keep it and restart from a new "
+    "checkpoint (a new query id) that starts where this one ended (`ckptfix offsets export CKPT`), or write to a "
+    "new table. Never re-plan batch ids the sink holds.",
 )
 SINK_BEHIND = define(
     "SINK-BEHIND",
@@ -33,7 +35,9 @@ SINK_BEHIND = define(
     "Committed batches are missing from the sink's log (_spark_metadata, or the Delta table's txn for the query): "
     "their rows are not in the sink (the sink log was damaged or restored, or the path changed), and Spark will "
     "not write them again.",
-    "Check whether the sink log was damaged or restored (Delta RESTORE) or the sink path changed.",
+    "Check whether the sink log was damaged or restored (Delta RESTORE) or the sink path changed. After an "
+    "interrupted `ckptfix rollback --with-sink` (the sink rolled back, the checkpoint not yet), run the same "
+    "command again, or undo the sink's run (`ckptfix undo OUT RUN`).",
 )
 SINK_NO_LOG = define(
     "SINK-NO-LOG",
@@ -82,6 +86,7 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding]:
                 Evidence(ctx.ckpt.display("offsets"), note=f"latest offset {L}"),
             ],
             silent=True,
+            fix=sink.replan_advice(K if K is not None else -1, S, ctx.ckpt.location.url),
         )
     elif K is not None and S < K:
         yield SINK_BEHIND.finding(

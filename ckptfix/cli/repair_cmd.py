@@ -58,12 +58,14 @@ def carry_out(
     idle_seconds: float,
     audit_after: Callable[[], Report],
     aims_at_restart: bool = True,
-) -> None:
+    extra_json: dict[str, Any] | None = None,
+) -> str | None:
     """What every planning command does with its plan: save it, apply it if asked (then audit
     again), and show it. A run exits 1 when its result does not audit as restartable and the plan
     aimed at a restart (repair, rollback), or, for plans that only keep a restart possible (state
     rebuild, provider migration), when the checkpoint audited as restartable before the run and
-    does not after it."""
+    does not after it. ``extra_json``: more fields of the JSON document (rollback --with-sink's sink run).
+    Returns the run id (None when nothing was applied)."""
     if plan_out is not None:
         write_out(plan_out, plan.dumps().encode())
     run_id = None
@@ -75,7 +77,7 @@ def carry_out(
         run_id = engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
         verdict = audit_after().verdict
     if fmt is Format.json:
-        emit(jsonout.plan(plan, unfixed, run_id, verdict))
+        emit(jsonout.plan(plan, unfixed, run_id, verdict, **(extra_json or {})))
     else:
         console = out()
         text.plan(plan, unfixed, console, run_id)
@@ -93,6 +95,7 @@ def carry_out(
             soft_wrap=True,
         )
         raise typer.Exit(1)
+    return run_id
 
 
 def repair(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -15,10 +16,16 @@ from ckptfix.cli.common import (
     StorageOption,
     TargetSparkOption,
     note,
+    out,
     storage_options,
 )
 from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption, carry_out
+from ckptfix.errors import CkptfixError
+from ckptfix.render import text
+from ckptfix.repair import engine
+from ckptfix.repair.plan import Plan
 from ckptfix.repair.rollback import plan_rollback
+from ckptfix.storage import Location
 
 
 def rollback(
@@ -33,9 +40,19 @@ def rollback(
         "--sink",
         help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
     ),
+    with_sink: bool = typer.Option(
+        False,
+        "--with-sink",
+        help="Roll the file sink (--sink) back to batch N too: its log entries > N and the files they add.",
+    ),
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,
+    sink_backup_dir: str | None = typer.Option(
+        None,
+        "--sink-backup-dir",
+        help="With --with-sink: where the sink's backups and journal go (default <OUT>/_ckptfix).",
+    ),
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,
     fmt: Format = FormatOption,
@@ -45,9 +62,10 @@ def rollback(
 ) -> None:
     """Roll back to batch N: delete later offsets, commits and state versions (> N+1).
 
-    Refuses when batch N is not committed, the query looks alive, a file sink (--sink) holds later
-    batches, or state version N+1 cannot be loaded from what remains. Exit 0: planned/applied;
-    2: refused or bad input.
+    Refuses when batch N is not committed, the query looks alive, the sink (--sink) holds later
+    batches, or state version N+1 cannot be loaded from what remains. With --with-sink, a file sink
+    is rolled back too (its run first, then the checkpoint's; each undone with `ckptfix undo`).
+    Exit 0: planned/applied; 2: refused or bad input.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     result = plan_rollback(
@@ -60,8 +78,15 @@ def rollback(
         copy=do_apply,
         force=force,
         idle_seconds=idle_seconds,
+        with_sink=with_sink,
     )
     plan, where = result.plan, result.checkpoint
+    sink_run, extra = None, None
+    if result.sink_plan is not None and result.sink is not None:
+        # the sink first: a crash before the checkpoint's run leaves a sink behind the checkpoint (SINK-BEHIND:
+        # nothing re-planned is skipped, and the same command finishes the job), never one ahead (SINK-AHEAD)
+        sink_run = _sink_run(result.sink_plan, result.sink, opts, fmt, do_apply, sink_backup_dir, force, idle_seconds)
+        extra = {"sink_plan": result.sink_plan.to_json(), "sink_applied_run": sink_run}
     if result.into is not None:
         note(
             quiet,
@@ -71,16 +96,64 @@ def rollback(
     if result.copied_from is not None:
         note(quiet, f"copied {result.copied_files} files of {result.copied_from} to {where}; the original is untouched")
     # a fresh copy is all new files: its liveness was checked on the original before copying
-    carry_out(
-        fmt,
-        plan,
-        where,
-        opts,
-        [],
-        plan_out=plan_out,
-        do_apply=do_apply,
-        backup_dir=backup_dir,
-        force=force or result.copied_from is not None,
-        idle_seconds=idle_seconds,
-        audit_after=lambda: run_audit(where, target_spark, storage_options=opts, sink_path=sink),
-    )
+    try:
+        run_id = carry_out(
+            fmt,
+            plan,
+            where,
+            opts,
+            [],
+            plan_out=plan_out,
+            do_apply=do_apply,
+            backup_dir=backup_dir,
+            force=force or result.copied_from is not None,
+            idle_seconds=idle_seconds,
+            audit_after=lambda: run_audit(where, target_spark, storage_options=opts, sink_path=sink),
+            extra_json=extra,
+        )
+    except CkptfixError as exc:
+        if sink_run is None:
+            raise
+        raise RollbackInterrupted(
+            f"{exc} -- the file sink was rolled back (run {sink_run}) but the checkpoint was not: run the same "
+            f"command again to roll the checkpoint back (the sink's plan is then empty), or `ckptfix undo "
+            f"{result.sink} {sink_run}` restores the sink"
+        ) from None
+    if sink_run is not None and run_id is not None and fmt is not Format.json:
+        console = out()
+        console.print(
+            f"sink rolled back as run {sink_run}: `ckptfix undo {result.sink} {sink_run}` restores it", highlight=False
+        )
+        console.print(
+            f"checkpoint rolled back as run {run_id}: `ckptfix undo {where} {run_id}` restores it "
+            "(undo the checkpoint first, then the sink)",
+            highlight=False,
+        )
+
+
+class RollbackInterrupted(CkptfixError):
+    """The sink's run is done, the checkpoint's failed: the message says how to finish or undo."""
+
+
+def _sink_run(
+    plan: Plan,
+    sink_url: str,
+    opts: dict[str, Any],
+    fmt: Format,
+    do_apply: bool,
+    backup_dir: str | None,
+    force: bool,
+    idle_seconds: float,
+) -> str | None:
+    """Show the file sink's plan (text), apply it with --apply through the repair engine; its run id."""
+    run_id = None
+    if do_apply and not plan.empty:
+        backup = Location(backup_dir or engine.default_backup_url(sink_url), opts)
+        run_id = engine.apply(plan, Location(sink_url, opts), backup, force=force, idle_seconds=idle_seconds)
+    if fmt is not Format.json:
+        console = out()
+        if plan.empty:
+            console.print(f"The file sink {sink_url} holds no batch to roll back.", highlight=False)
+        else:
+            text.plan(plan, [], console, run_id)
+    return run_id

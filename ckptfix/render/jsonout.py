@@ -68,10 +68,11 @@ def inspection(i: Inspection) -> str:
     return json.dumps({"schema_version": SCHEMA_VERSION, **_plain(i)}, indent=2)
 
 
-def plan(p: Plan, unfixed: list[str], applied: str | None = None, verdict: Any = None) -> str:
+def plan(p: Plan, unfixed: list[str], applied: str | None = None, verdict: Any = None, **extra: Any) -> str:
     doc = {"schema_version": SCHEMA_VERSION, "plan": p.to_json(), "unfixed": unfixed, "applied_run": applied}
     if verdict is not None:
         doc["verdict_after"] = {"restarts": verdict.restarts, "headline": verdict.headline}
+    doc.update(extra)
     return json.dumps(doc, indent=2)
 
 

@@ -251,17 +251,33 @@ def check_idle(ckpt: Location, plan: Plan, idle_seconds: float, ignore: frozense
 
 
 WATCHED = ("offsets/", "commits/", "state/", "sources/", "metadata")
+#: a file sink's log: its output path is the location of ``rollback --with-sink``'s sink run
+SINK_LOG_PREFIX = "_spark_metadata/"
+
+
+def spark_file_test(entries: dict[str, Any]) -> Callable[[str], bool]:
+    """Which paths of this listing a running query writes. A checkpoint: its logs, state and metadata
+    (:data:`WATCHED`). A file sink's output path (it has ``_spark_metadata/``): its log and every data file,
+    i.e. every path outside directories Spark's readers skip (``_*``, ``.*``: ckptfix's ``_ckptfix`` too)."""
+    if not any(p.startswith(SINK_LOG_PREFIX) for p in entries):
+        return lambda p: p.startswith(WATCHED)
+
+    def in_sink(p: str) -> bool:
+        return p.startswith(SINK_LOG_PREFIX) or not any(part.startswith(("_", ".")) for part in p.split("/")[:-1])
+
+    return in_sink
 
 
 def check_recent_writes(
     ckpt: Location, entries: dict[str, Any], idle_seconds: float, ignore: frozenset[str] = frozenset()
 ) -> None:
     now = time.time()
+    spark_file = spark_file_test(entries)
     recent = [
         (now - e.mtime, p)
         for p, e in entries.items()
         if e.mtime is not None
-        and p.startswith(WATCHED)
+        and spark_file(p)
         and not e.is_dir
         and p not in ignore
         and not OWN_TEMP.match(posixpath.basename(p))  # ckptfix's own, not a running query's
@@ -484,11 +500,13 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
 
 def _watched(ckpt: Location) -> dict[str, tuple[int, float | None]]:
     """Size and modification time of every Spark file (not ckptfix's own, not Hadoop sidecars)."""
+    entries = ckpt.list_tree()
+    spark_file = spark_file_test(entries)
     return {
         p: (e.size, e.mtime)
-        for p, e in ckpt.list_tree().items()
+        for p, e in entries.items()
         if not e.is_dir
-        and p.startswith(WATCHED)
+        and spark_file(p)
         and not OWN_TEMP.match(posixpath.basename(p))
         and not p.startswith(("_ckptfix/", ".ckptfix"))
         and not posixpath.basename(p).startswith(".")  # Hadoop sidecars move with their files

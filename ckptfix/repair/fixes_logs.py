@@ -49,10 +49,11 @@ def _no_replan(fc: FixContext, first: int, why: str) -> None:
     """Refuse when Spark would plan batch ids >= ``first`` anew that the file sink already holds."""
     S = _sink_latest(fc)
     if S is not None and first <= S:
+        sink = fc.audit.sink
+        advice = sink.replan_advice(first - 1, S, fc.ckpt.location.url) if sink is not None else ""
         raise CannotFix(
             f"{why}: Spark would plan batch {first} anew, but {_sink_words(fc)} already holds batches "
-            f"up to {S}; the sink skips them and their new data is lost (move the sink's output first, or start a "
-            "new checkpoint from `ckptfix offsets export CKPT`)"
+            f"up to {S}; the sink skips them and their new data is lost ({advice})"
         )
 
 

@@ -20,7 +20,8 @@ What stays, on purpose:
 * operator metadata and schema files: written once per schema, not per batch.
 
 Refusals: batch N not committed (no ``offsets/N`` or ``commits/N``); a query that looks
-alive; a file sink holding batches > N (it would skip the re-planned ids: silent loss); a
+alive; a sink holding batches > N (it would skip the re-planned ids: silent loss), unless ``with_sink`` rolls a
+file sink back too (:mod:`ckptfix.repair.sink_rollback`; a Delta table is left to Delta's ``RESTORE``); a
 rolled-back checkpoint whose restart the audit predicts to fail (state version N+1 not
 loadable from the files that remain, ``offsets/N-1`` missing, ...).
 """
@@ -40,7 +41,8 @@ from ckptfix.formats import rocksdbzip
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.engine import LiveQuery, check_recent_writes
 from ckptfix.repair.plan import Plan
-from ckptfix.sinks import open_sink
+from ckptfix.repair.sink_rollback import plan_sink_rollback
+from ckptfix.sinks import Sink, delta_restore_version, open_sink
 from ckptfix.storage import Location
 
 RULE = "ROLLBACK"
@@ -64,6 +66,9 @@ class RollbackResult:
     copied_files: int = 0
     #: a dry run with --into: where --apply will copy the checkpoint before rolling the copy back
     into: str | None = None
+    #: ``with_sink``: the plan that rolls the file sink back to batch N (applied first), and where it applies
+    sink_plan: Plan | None = None
+    sink: str | None = None
 
 
 # -- liveness -------------------------------------------------------------------------------
@@ -210,19 +215,31 @@ def plan_rollback(
     copy: bool = False,
     force: bool = False,
     idle_seconds: float = 120,
+    with_sink: bool = False,
 ) -> RollbackResult:
     """Plan the rollback. With ``into`` and ``copy`` (the CLI's ``--apply``), copy the checkpoint there first
     and plan on the copy; with ``into`` alone nothing is written: the plan is made on the original (its paths
-    are relative, the same on the copy) and DEST is only checked."""
+    are relative, the same on the copy) and DEST is only checked. With ``with_sink``, a file sink at
+    ``sink_path`` that holds batches > N is rolled back too: :attr:`RollbackResult.sink_plan` (apply it before
+    the checkpoint's plan: see docs/repair.md, "the crash window"); a Delta table is refused (Delta's ``RESTORE``
+    is the tool)."""
     N = to_batch
     if N < 0:
         raise UsageError(f"--to-batch: expected a batch id >= 0, found {N}")
+    if with_sink and sink_path is None:
+        raise UsageError("--with-sink: expected --sink OUT (the file sink's output path) too")
+    if with_sink and into is not None:
+        raise UsageError(
+            "--with-sink cannot go with --into: the sink has one location, so the checkpoint that writes to it is "
+            "rolled back in place"
+        )
     target = parse_target(target_spark)
     src = Checkpoint.open(url, storage_options)
     _check_committed(src, N)
     if not force:
         check_idle(src, idle_seconds, N)
-    sink_latest = None
+    sink_plan: Plan | None = None
+    sink_after: Sink | None = None
     if sink_path is not None:
         sink = open_sink(sink_path, storage_options)
         try:
@@ -230,21 +247,34 @@ def plan_rollback(
         except (CkptfixError, OSError):  # no readable metadata: a file sink is still checked, a Delta txn cannot be
             qid = None
         sink_latest = sink.last_batch(qid)
-        if sink_latest is not None and sink_latest > N:
+        ahead = sink_latest is not None and sink_latest > N
+        if ahead and with_sink and sink.delta is not None:
+            raise RollbackRefused(N, _delta_restore_advice(sink, qid, N, sink_latest))
+        if ahead and not with_sink:
             raise RollbackRefused(
                 N,
                 f"{sink.describe(qid)} at {sink_path} already holds batches up to {sink_latest} "
                 f"({sink.evidence(qid)}): Spark would re-plan batches {N + 1}..{sink_latest} with new data and the "
-                "sink skips every batch id it already has (silent data loss). Keep the sink and start a new "
-                f"checkpoint (a new query id) from batch {N}'s offsets instead: `ckptfix offsets export CKPT "
-                f"--batch {N}`; or roll the sink back too, or restart into a new output path",
+                f"sink skips every batch id it already has (silent data loss). "
+                + _sentence(sink.replan_advice(N, sink_latest or N, url)),
             )
+        if with_sink and sink.delta is None:
+            if not force:
+                try:
+                    check_recent_writes(sink.location, sink.entries, idle_seconds)
+                except LiveQuery as exc:
+                    raise RollbackRefused(N, str(exc)) from None
+            sink_plan = plan_sink_rollback(sink, N, target.label)
+            sink_after = sink.without({a.path for a in sink_plan.actions})
     copied_from, copied = None, 0
     ckpt = src
     if into is not None and not copy:
         check_destination(Location(into, storage_options), src.location)
         plan = _plan_on(src, N, target.label, sink_path, storage_options)
         return RollbackResult(plan, src.location.url, None, 0, into=Location(into, storage_options).url)
+    if sink_plan is not None:
+        plan = _plan_on(src, N, target.label, sink_path, storage_options, sink_after)
+        return RollbackResult(plan, src.location.url, sink_plan=sink_plan, sink=sink_plan.checkpoint)
     if into is not None:
         # plan first on the original, so a refusal leaves DEST untouched
         _plan_on(src, N, target.label, sink_path, storage_options)
@@ -286,8 +316,34 @@ def _ranges(ids: list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _delta_restore_advice(sink: Sink, qid: str | None, N: int, latest: int | None) -> str:
+    """--with-sink on a Delta table: ckptfix does not rewrite a Delta log; Delta's own RESTORE does."""
+    v = delta_restore_version(sink.location, qid, N) if qid is not None else None
+    version = (
+        f"{v} (the table version before the commit whose txn for query {qid} is batch {N + 1})"
+        if v is not None
+        else "v, the table version before the commit whose txn for this query id is batch "
+        f"{N + 1} (ckptfix could not find it in _delta_log)"
+    )
+    return (
+        f"--with-sink rolls back file sinks only, and {sink.location.url} is a Delta table whose txn of query {qid} "
+        f"holds batches up to {latest}: Delta's own `RESTORE TABLE delta.`{sink.location.url}` TO VERSION "
+        f"{v if v is not None else 'v'}` is the tool, with v = {version}; it also reverts any other writer's "
+        "commits after v. Then run this rollback again with --sink and without --with-sink"
+    )
+
+
 def _plan_on(
-    ckpt: Checkpoint, N: int, target: str, sink_path: str | None, storage_options: Mapping[str, Any] | None
+    ckpt: Checkpoint,
+    N: int,
+    target: str,
+    sink_path: str | None,
+    storage_options: Mapping[str, Any] | None,
+    sink_after: Sink | None = None,
 ) -> Plan:
     builder = PlanBuilder(ckpt, target)
     why_log = f"batch {N} becomes the last batch"
@@ -304,7 +360,14 @@ def _plan_on(
         builder.delete(rel, why, RULE)
     doomed_paths = {a.path for a in builder.actions if a.op == "delete"}
     after = ckpt.without(doomed_paths)
-    report = audit(ckpt.location.url, target, storage_options=storage_options, sink_path=sink_path, checkpoint=after)
+    report = audit(
+        ckpt.location.url,
+        target,
+        storage_options=storage_options,
+        sink_path=sink_path,
+        checkpoint=after,
+        sink=sink_after,
+    )
     blocking = [f for f in report.findings if f.severity == "error"]
     if not report.verdict.restarts or blocking:
         first = blocking[0] if blocking else None

@@ -90,7 +90,7 @@ def test_rollback_refuses_what_the_delta_sink_would_skip(tmp_path: Path) -> None
     with pytest.raises(RollbackRefused) as refused:
         plan_rollback(str(ckpt), 3, "3.5", sink_path=str(table), force=True)
     text = str(refused.value)
-    assert "txn of appId" in text and "batches up to 5" in text and "ckptfix offsets export CKPT --batch 3" in text
+    assert "txn of appId" in text and "batches up to 5" in text and f"ckptfix offsets export {ckpt} --batch 3" in text
     # rolling back to the newest batch the table holds re-plans nothing it holds: allowed
     assert not plan_rollback(str(ckpt), 5, "3.5", sink_path=str(table), force=True).plan.empty
 

@@ -86,7 +86,27 @@ def test_a_rollback_the_delta_sink_would_swallow(spark: Any, tmp_path: Path) -> 
     files.append(_input(input_dir, 4))
     with pytest.raises(RollbackRefused) as refused:
         plan_rollback(str(ckpt), 1, "4.3", sink_path=str(table), force=True)
-    assert "up to 3" in str(refused.value) and "ckptfix offsets export CKPT --batch 1" in str(refused.value)
+    assert "up to 3" in str(refused.value) and f"ckptfix offsets export {ckpt} --batch 1" in str(refused.value)
+
+    # --with-sink rolls back file sinks only: for a Delta table it names Delta's RESTORE and the version, the table
+    # version before the commit whose txn for the query id is batch 2, read here from the JSON commits themselves
+    query_id = json.loads((ckpt / "metadata").read_text())["id"]
+    txn_of = {}
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "txn" in action and action["txn"]["appId"] == query_id:
+                txn_of[action["txn"]["version"]] = int(commit.stem)
+    restore_to = txn_of[2] - 1
+    before = {p: p.read_bytes() for p in table.rglob("*") if p.is_file()}
+    refused_cli = CliRunner().invoke(
+        app,
+        ["rollback", str(ckpt), "--to-batch", "1", "--sink", str(table), "--with-sink", "--apply", "--force"],
+    )
+    assert refused_cli.exit_code == 2, refused_cli.output
+    (line,) = refused_cli.stderr.strip().splitlines()
+    assert f"RESTORE TABLE delta.`{table}` TO VERSION {restore_to}`" in line, line
+    assert {p: p.read_bytes() for p in table.rglob("*") if p.is_file()} == before
 
     # forced (no --sink): ckptfix's audit of the result names the loss before Spark runs ...
     forced_ckpt, forced_table = tmp_path / "forced-ckpt", tmp_path / "forced-table"
