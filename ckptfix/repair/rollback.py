@@ -377,12 +377,21 @@ def _plan_on(
     replay = (
         f"; the data of batches {N + 1}..{L} is planned again (new batch boundaries)" if L is not None and L > N else ""
     )
+    if L is None or L <= N:
+        sink_effect = "nothing to replay"
+    elif sink_after is not None:
+        sink_effect = (
+            f"the file sink at {sink_after.location.url} is rolled back to batch {N} by its own plan (applied first): "
+            f"Spark writes batches {N + 1}.. to it again"
+        )
+    else:
+        sink_effect = (
+            f"a sink keyed by batch id still holds the old batches {N + 1}..{L}: ids reused by the new run are "
+            "overwritten, ids it does not reach stay stale; an append sink sees the replayed data twice"
+        )
     effects = [
         f"Spark resumes at batch {N + 1} from the offsets of batch {N}, loading state version {keep_upto}{replay}",
-        f"a sink keyed by batch id still holds the old batches {N + 1}..{L}: ids reused by the new run are "
-        "overwritten, ids it does not reach stay stale; an append sink sees the replayed data twice"
-        if L is not None and L > N
-        else "nothing to replay",
+        sink_effect,
     ]
     notes = []
     if ckpt.sources:

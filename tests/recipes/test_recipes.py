@@ -11,8 +11,9 @@ names (``$CKPT``, ``$OUT``, ...) pointing at a temporary directory. Conventions 
 
 Before the fix the query is restarted and must fail with the README's error; after it, the query is restarted
 and the sink must hold exactly what the input files say (computed here from the input, never by ckptfix).
-Checkpoint files are aged by an hour before the fix (the query stopped a while ago), so that the repair
-engine's liveness check (``--idle-seconds``) sees a stopped query, as it would in real use.
+Checkpoint files (and a file sink's output the fix rolls back) are aged by an hour before the fix (the query
+stopped a while ago), so that the repair engine's liveness check (``--idle-seconds``) sees a stopped query, as it
+would in real use.
 """
 
 from __future__ import annotations
@@ -650,6 +651,11 @@ def test_09_remove_a_poison_key(spark: Any, tmp_path: Path) -> None:
     assert got == want
 
 
+def _files_below(root: Path) -> set[str]:
+    """Every file below ``root`` (relative, POSIX), ckptfix's own backups (``_ckptfix/``) excluded."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "_ckptfix" not in p.parts}
+
+
 def _file_sink_log(output_dir: Path) -> list[int]:
     return sorted(int(p.name) for p in (output_dir / "_spark_metadata").iterdir() if p.name.isdigit())
 
@@ -672,6 +678,7 @@ def _assert_rows_lost(spark: Any, paths: dict[str, Path], fixed_ids: set[int], n
 
 def test_10_rollback_with_a_file_sink(spark: Any, tmp_path: Path) -> None:
     import json
+    from urllib.parse import unquote, urlparse
 
     from _shared import offset_ids, read_rows, write_input
 
@@ -696,8 +703,13 @@ def test_10_rollback_with_a_file_sink(spark: Any, tmp_path: Path) -> None:
     assert offset_ids(forced["CKPT"])[-1] == 3  # batch 3 re-planned over files 3-6 and committed
     _assert_rows_lost(spark, forced, fixed_ids, new_ids)
 
-    # The refusal's first alternative, a new checkpoint from batch 2's offsets into the same file sink, loses the
-    # same rows: the file sink's log is keyed by batch id alone (the README says so)
+    # A new checkpoint from batch 2's offsets into the same file sink (right for a Delta table, whose txn is per
+    # query id) loses the same rows: the file sink's log is keyed by batch id alone. So the refusal must not offer it
+    # for a file sink (the README says so), only the sink's rollback (--with-sink) or a new output path
+    code, out, err = run_ckptfix(
+        ["rollback", str(fresh["CKPT"]), "--to-batch", "2", "--sink", str(fresh["OUT"]), "--force"]
+    )
+    assert code == 2 and "--with-sink" in err and "new output path" in err and "offsets export" not in err, err
     code, out, err = run_ckptfix(["offsets", "export", str(fresh["CKPT"]), "--batch", "2", "--format", "json"])
     assert code == 0, out + err
     moved = tmp_path / "fresh" / "processed"
@@ -710,12 +722,21 @@ def test_10_rollback_with_a_file_sink(spark: Any, tmp_path: Path) -> None:
     assert offset_ids(new_ckpt)[-1] == 3  # batches 0-3 of the new query, all skipped by the sink
     _assert_rows_lost(spark, fresh, fixed_ids, new_ids)
 
-    # The recipe
+    # The recipe: the sink and the checkpoint rolled back together, each through the repair engine
     env = env_of(paths)
     age(paths["CKPT"])
+    age(paths["OUT"])  # the sink too: its run checks that nothing wrote to it recently
+    before_out = _files_below(paths["OUT"])
+    later = [f"_spark_metadata/{b}" for b in (3, 4, 5)]  # the entries the fix removes, and the files they add
+    for entry in list(later):
+        for line in (paths["OUT"] / entry).read_text().splitlines()[1:]:
+            later.append(Path(unquote(urlparse(json.loads(line)["path"]).path)).relative_to(paths["OUT"]).as_posix())
+    later += [f"{p.rpartition('/')[0]}/.{p.rpartition('/')[2]}.crc".lstrip("/") for p in later]  # Hadoop sidecars
     run_section(rdir, "What ckptfix audit says", env)
     run_section(rdir, "Fix", env)
     assert _file_sink_log(paths["OUT"]) == [0, 1, 2]
+    assert before_out - _files_below(paths["OUT"]) == set(later) & before_out  # nothing else left the sink
+    assert len(set(later) & before_out) >= 6  # three entries, at least three data files
     run_section(rdir, "Check", env)
     assert restart(query(spark, str(paths["INPUT"]), str(paths["OUT"]), buggy=False), paths["CKPT"]) is None
     assert _file_sink_log(paths["OUT"]) == [0, 1, 2, 3]
