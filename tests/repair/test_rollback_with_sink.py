@@ -120,6 +120,10 @@ def test_dry_run_apply_and_undo_of_a_file_sink(spark: Any, tmp_path: Path) -> No
     )
     assert applied.exit_code == 0, applied.output
     doc = json.loads(applied.stdout)
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[2] / "docs/schemas/plan.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert [a["path"] for a in doc["sink_plan"]["actions"]] == doomed_logs + doomed_data
     sink_run, ckpt_run = doc["sink_applied_run"], doc["applied_run"]
     assert sink_run and ckpt_run and doc["verdict_after"]["restarts"] is True
     after = tree(output)
