@@ -565,6 +565,13 @@ def latest_run(runs: Runs, statuses: tuple[str, ...], *, in_order: bool = False)
     raise NoRun(f"{runs.loc.url}: expected a run that is {' or '.join(statuses)}, found none{newest}")
 
 
+def _any_run(ckpt: Location, backup: Location, what: str) -> None:
+    """Refuse before the lock is taken (which would create the backup location in the checkpoint) when no run was
+    ever recorded there: a command that fails writes nothing."""
+    if not Runs(backup).run_ids():
+        raise NoRun(f"{ckpt.url}: no ckptfix runs recorded (in {backup.url}): nothing {what}")
+
+
 def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
     if plan.checkpoint.rstrip("/") != ckpt.url.rstrip("/"):
         raise PlanError(f"expected a plan for {ckpt.url}, found one for {plan.checkpoint}")
@@ -572,6 +579,7 @@ def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
 
 def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
     """Finish an interrupted apply (its stray temp files removed first)."""
+    _any_run(ckpt, backup, "to resume")
     with locked(backup, "apply --resume"):
         return _resume(ckpt, backup, run_id, progress or (lambda _m: None))
 
@@ -613,6 +621,7 @@ def undo(
 ) -> str:
     """Restore every file a run touched, byte for byte, after checking it still holds what
     the run wrote (or is still untouched). Nothing changes if any check fails."""
+    _any_run(ckpt, backup, "to undo")
     with locked(backup, "undo"):
         return _undo(ckpt, backup, run_id, progress or (lambda _m: None), force, idle_seconds)
 

@@ -229,10 +229,11 @@ def test_cli_errors_are_one_line_and_change_nothing(ckpt: Path, tmp_path: Path) 
     r = _cli("apply", str(bad))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "action 0: expected a field 'path'" in r.stderr
     r = _cli("undo", str(ckpt))
-    assert r.returncode == 2 and "expected a run" in r.stderr
+    assert r.returncode == 2 and "no ckptfix runs recorded" in r.stderr and "nothing to undo" in r.stderr
     r = _cli("apply", "--resume", str(ckpt), "--format", "json")
     assert r.returncode == 2 and json.loads(r.stdout)["error"]["kind"] == "NoRun"
     assert tree(ckpt) == before
+    assert not (ckpt / "_ckptfix").exists()  # not even the backup directory: a command that fails writes nothing
 
 
 def test_an_interrupted_undo_is_finished_by_undo(tmp_path: Path) -> None:
