@@ -297,6 +297,17 @@ class Checkpoint:
         other._bytes = self._bytes
         return other
 
+    def planned(self, writes: Mapping[str, bytes], deletes: set[str]) -> Checkpoint:
+        """The checkpoint as it would be after a plan writes ``writes`` and deletes ``deletes`` (for auditing a
+        plan before it runs); this handle's reads are copied, not changed."""
+        entries = {p: e for p, e in self.entries.items() if p not in deletes}
+        for rel, data in writes.items():
+            old = self.entries.get(rel)
+            entries[rel] = Entry(len(data), old.mtime if old is not None else None)
+        other = Checkpoint(self.location, entries)
+        other._bytes = {**{p: b for p, b in self._bytes.items() if p not in deletes}, **writes}
+        return other
+
     def was_read(self, rel: str) -> bool:
         return rel in self._bytes
 

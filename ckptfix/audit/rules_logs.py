@@ -42,7 +42,8 @@ LOG_UNREADABLE = define(
     "The latest offset file, its predecessor and the latest commit file are parsed at restart. An empty "
     "file (crash mid-write), a cut-off JSON line, a bad version header or a missing metadata line stop "
     "the query.",
-    "Remove the damaged latest entry so Spark re-plans it (`ckptfix repair`), or restore it from a backup.",
+    "Remove the damaged latest entry so Spark re-plans it (`ckptfix repair`; when the entry before it is missing "
+    "too, `ckptfix repair --strategy truncate`), or restore it from a backup.",
 )
 LOG_VERSION = define(
     "LOG-VERSION-TOO-NEW",

@@ -244,7 +244,11 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
             "or start a new checkpoint"
         )
     if _readable_offset(fc, L - 1) is None:
-        raise CannotFix(f"{why}, and offsets/{L - 1}, where Spark would plan it from, is missing or unreadable")
+        raise CannotFix(
+            f"{why}, and offsets/{L - 1}, where Spark would plan it from, is missing or unreadable: "
+            "`ckptfix repair --strategy truncate` cuts the logs back to the newest batch whose predecessor exists "
+            "(its data is processed again), or restore the file from a backup"
+        )
     if K is not None and K > L:
         raise CannotFix(f"{why}, and the commit log reaches {K} beyond it; fix LOG-COMMIT-AHEAD first")
     if K is None or K < L - 1:
@@ -678,7 +682,10 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     try:
         ck.offset(L)
     except FormatError as exc:
-        raise CannotFix(f"offsets/{L} itself is unreadable ({exc.found}); fix it first") from None
+        raise CannotFix(
+            f"offsets/{L} itself is unreadable ({exc.found}): `ckptfix repair --strategy truncate` cuts the logs back "
+            "to the newest batch whose predecessor exists, or restore it from a backup"
+        ) from None
     target = f"offsets/{L - 1}"
     if K is not None and K >= L:
         fc.builder.write(target, ck.read(ck.offsets.files[L]), f"copy of offsets/{L}: batch {L} is committed", rule)

@@ -80,6 +80,35 @@ def plan_repair(
             continue
         done.add(finding.rule_id)
         fixed.append(finding.rule_id)
+    if unfixed and builder.actions:  # a finding one planner could not fix may be gone after another's actions
+        unfixed = _still_failing(unfixed, builder, ckpt, url, target.label, storage_options, sink_path, stateful)
     summary = "; ".join(fixed) if fixed else "nothing to fix automatically"
     plan = builder.build(summary, fixed, effects, unfixed)
     return plan, report, unfixed
+
+
+def _still_failing(
+    unfixed: list[str],
+    builder: PlanBuilder,
+    ckpt: Checkpoint,
+    url: str,
+    target: str,
+    storage_options: Mapping[str, Any] | None,
+    sink_path: str | None,
+    stateful: bool | None,
+) -> list[str]:
+    """The unfixed findings whose rule still finds an error once the plan is carried out (audited on the planned
+    checkpoint): ``--strategy truncate`` deletes a damaged latest offset file while fixing LOG-ASYNC-GAP, so the
+    LOG-UNREADABLE its own planner refused is fixed too."""
+    writes = {a.path: a.content for a in builder.actions if a.op == "write" and a.content is not None}
+    deletes = {a.path for a in builder.actions if a.op == "delete"}
+    after = audit(
+        url,
+        target,
+        storage_options=storage_options,
+        sink_path=sink_path,
+        stateful=stateful,
+        checkpoint=ckpt.planned(writes, deletes),
+    )
+    failing = {f.rule_id for f in after.findings if f.severity == "error"}
+    return [u for u in unfixed if u.split(":", 1)[0] in failing]

@@ -474,3 +474,24 @@ def test_damaged_latest_offset_refused_when_a_delta_sink_holds_it(tmp_path: Path
     ), unfixed
     # without the table, the same damage is planned (the refusal comes from the sink alone)
     assert not plan_of(ckpt)[0].empty
+
+
+# -- a damaged latest offset whose predecessor is missing (async tracking's sparse logs) --------------------------
+
+
+def test_truncated_latest_offset_without_predecessor_names_the_way_out(tmp_path: Path) -> None:
+    """samples/async-sparse with offsets/31 cut to 100 bytes: offsets/30 does not exist, so the default repair cannot
+    re-plan batch 31 from it; both refusals name `--strategy truncate` (not a circle back to `ckptfix repair`), and
+    that strategy, which deletes offsets/31 among the files after batch 1, leaves nothing unfixed: exit 0."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    (ckpt / "offsets" / "31").write_bytes((ckpt / "offsets" / "31").read_bytes()[:100])
+    default = _cli("repair", str(ckpt), "--idle-seconds", "0")
+    assert default.returncode == 1, default.stdout + default.stderr
+    refusals = [line for line in default.stdout.splitlines() if line.startswith("not fixed")]
+    assert [r.split(":", 1)[0] for r in refusals] == ["not fixed LOG-UNREADABLE", "not fixed LOG-ASYNC-GAP"]
+    assert all("`ckptfix repair --strategy truncate`" in r for r in refusals), refusals
+    done = _cli("repair", str(ckpt), "--idle-seconds", "0", "--strategy", "truncate", "--apply")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not fixed" not in done.stdout and "delete offsets/31 " in done.stdout
+    assert not (ckpt / "offsets" / "31").exists() and audit(str(ckpt), "4.3").verdict.restarts
