@@ -117,6 +117,16 @@ def json_requested(argv: list[str]) -> bool:
     return False
 
 
+def os_error_text(exc: OSError) -> str:
+    """An OSError as one line that names the file first (``x.json: No such file or directory``), not Python's
+    ``[Errno 2] No such file or directory: 'x.json'``; other errors (a store's own message) as they are."""
+    name = getattr(exc, "filename", None)
+    if name is not None and exc.strerror:
+        other = getattr(exc, "filename2", None)
+        return f"{name}{' -> ' + str(other) if other else ''}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
 def _bare_flags(command: Any, ctx: Any) -> None:
     """An on/off flag takes no value: --help shows no type for it (typer >= 0.20 would show ``<bool>``)."""
     for param in [*command.params, command.get_help_option(ctx)]:
@@ -150,7 +160,7 @@ class GuardedGroup(TyperGroup):
         except CkptfixError as exc:
             fail(fmt, str(exc), type(exc).__name__)
         except OSError as exc:  # storage: FileNotFoundError, PermissionError, unreachable store
-            fail(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
+            fail(fmt, os_error_text(exc), type(exc).__name__)
         except KeyboardInterrupt:
             fail(fmt, "interrupted", "Interrupted")
 

@@ -226,6 +226,11 @@ def _rows_to(stream: IO[str], read: Any, fmt: DataFormat) -> int:
 
 def _to_file(path: str, mode: str, fn: Callable[[Any], int]) -> int:
     """Write to ``<path>.partial`` and rename at the end: a failed read leaves no half file."""
+    if os.path.isdir(path):
+        raise UsageError(f"--out {path}: expected a file name, found a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--out {path}: expected an existing directory to write into, found no {parent}")
     partial = f"{path}.partial"
     try:
         if "b" in mode:

@@ -17,12 +17,13 @@ from ckptfix.repair.plan import Plan
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def folding_table(*headers: str, **kwargs: Any) -> Table:
-    """A table whose cells wrap instead of being cut with an ellipsis: run ids, query ids and provider class
-    names must stay whole to be copied."""
+def folding_table(*headers: str, whole: tuple[str, ...] = (), **kwargs: Any) -> Table:
+    """A table whose cells wrap instead of being cut with an ellipsis: query ids and provider class names must
+    stay whole to be copied. The columns named in ``whole`` (a run id, a time) never wrap at all: the others give
+    way, so a double-click copies the id."""
     t = Table(**kwargs)
     for h in headers:
-        t.add_column(h, overflow="fold")
+        t.add_column(h, overflow="fold", no_wrap=h in whole)
     return t
 
 
@@ -144,9 +145,19 @@ def runs(items: list[RunInfo], console: Console) -> None:
     if not items:
         console.print("no ckptfix runs recorded for this checkpoint", highlight=False)
         return
-    t = folding_table("run", "created", "status", "actions", "fix", title="ckptfix runs", title_justify="left")
+    t = folding_table(
+        "run",
+        "created (UTC)",
+        "status",
+        "actions",
+        "fix",
+        whole=("run", "created (UTC)", "status"),
+        title="ckptfix runs",
+        title_justify="left",
+    )
     for r in items:
-        t.add_row(r.run_id, r.created_at, r.status, str(r.actions), r.fix)
+        created = r.created_at[:19] if r.created_at.endswith("+00:00") else r.created_at
+        t.add_row(r.run_id, created, r.status, str(r.actions), r.fix)
     console.print(t)
 
 

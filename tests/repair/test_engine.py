@@ -259,3 +259,14 @@ def test_an_interrupted_undo_is_finished_by_undo(tmp_path: Path) -> None:
     else:
         pytest.fail("undo never finished")
     assert n == 1 + 5 + 1 + 1 + 1  # undo-start, 5 restores, undo-done (one chunk), undone; the 9th run finishes
+
+
+def test_history_keeps_run_ids_whole_on_a_narrow_terminal(ckpt: Path) -> None:
+    """`undo CKPT RUN` needs the id as `history` shows it: on 80 columns (a pipe's width) it stays on one line."""
+    run = engine.apply(small_plan(ckpt), Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True)
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", "history", str(ckpt)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert any(run in line for line in proc.stdout.splitlines()), proc.stdout

@@ -176,3 +176,19 @@ def test_a_bug_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch, caps
     with pytest.raises(SystemExit):
         main(["state", "ls", HDFS, "-f", "json"])
     assert json.loads(capsys.readouterr().out)["error"]["kind"] == "InternalError"
+
+
+def test_out_that_cannot_be_written_is_one_line_naming_out(tmp_path: Path) -> None:
+    for out, said in (
+        (tmp_path / "no" / "such" / "x.jsonl", "expected an existing directory to write into"),
+        (tmp_path, "expected a file name, found a directory"),
+    ):
+        res = run("state", "read", HDFS, "--version", "4", "-f", "csv", "--out", str(out))
+        assert res.exit_code == 2, res.output
+        assert res.stderr == f"ckptfix: error: --out {out}: {said}" + res.stderr.split(said, 1)[1], res.stderr
+        assert res.stderr.count("\n") == 1 and ".partial" not in res.stderr
+
+
+def test_a_missing_plan_file_is_named_first() -> None:
+    res = run("apply", "/nonexistent/plan.json")
+    assert res.exit_code == 2 and res.stderr == "ckptfix: error: /nonexistent/plan.json: No such file or directory\n"
