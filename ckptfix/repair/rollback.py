@@ -236,7 +236,7 @@ def plan_rollback(
     target = parse_target(target_spark)
     src = Checkpoint.open(url, storage_options)
     _check_committed(src, N)
-    if not force:
+    if not force and copy:  # a dry run writes nothing: it may look at a live query (the apply checks again)
         check_idle(src, idle_seconds, N)
     sink_plan: Plan | None = None
     sink_after: Sink | None = None
@@ -259,7 +259,7 @@ def plan_rollback(
                 + _sentence(sink.replan_advice(N, sink_latest or N, url)),
             )
         if with_sink and sink.delta is None:
-            if not force:
+            if not force and copy:
                 try:
                     check_recent_writes(sink.location, sink.entries, idle_seconds)
                 except LiveQuery as exc:

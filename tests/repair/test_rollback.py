@@ -174,8 +174,12 @@ def test_refuses_a_running_query(tmp_path: Path) -> None:
     assert "is the query running?" in _refusal(ckpt, 3, "--into", str(tmp_path / "copy"))
     assert not (tmp_path / "copy").exists()
     with pytest.raises(RollbackRefused):
-        plan_rollback(str(ckpt), 3, "3.5", idle_seconds=60)
+        plan_rollback(str(ckpt), 3, "3.5", idle_seconds=60, into=str(tmp_path / "copy"), copy=True)
     assert not plan_rollback(str(ckpt), 3, "3.5", force=True).plan.empty
+    # a dry run writes nothing: it shows the plan of a freshly written checkpoint (the apply checks again)
+    dry = CliRunner().invoke(app, ["rollback", str(ckpt), "--to-batch", "3", "--target-spark", "3.5"])
+    assert dry.exit_code == 0 and "Nothing was changed (dry run)" in dry.output, dry.output
+    assert not plan_rollback(str(ckpt), 3, "3.5", idle_seconds=60).plan.empty
 
 
 # -- --into -----------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def test_dry_run_apply_and_undo_of_a_file_sink(spark: Any, tmp_path: Path) -> No
 
     # Spark wrote both a moment ago: the checkpoint's liveness check refuses, and once it is aged, the sink's
     _age(ckpt)
-    live = _invoke("rollback", str(ckpt), "--to-batch", str(N), "--sink", str(output), "--with-sink")
+    live = _invoke("rollback", str(ckpt), "--to-batch", str(N), "--sink", str(output), "--with-sink", "--apply")
     assert live.exit_code == 2, live.output
     assert "is the query running?" in live.stderr and str(output) in live.stderr
     _age(output)
