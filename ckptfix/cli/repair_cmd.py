@@ -26,6 +26,7 @@ from ckptfix.cli.common import (
     storage_options,
     write_out,
 )
+from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
 from ckptfix.repair.fixes import STRATEGIES
@@ -184,10 +185,23 @@ def apply(
         run_id = engine.apply(
             plan, ckpt, _backup(plan.checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
         )
+    verdict = _audit_after(plan, opts)
     if fmt is Format.json:
-        emit(jsonout.plan(plan, [], run_id))
+        emit(jsonout.plan(plan, [], run_id, verdict))
     else:
-        text.plan(plan, [], out(), run_id)
+        console = out()
+        text.plan(plan, [], console, run_id)
+        if verdict is not None:
+            console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+
+
+def _audit_after(plan: Plan, opts: dict[str, Any]) -> Any:
+    """The verdict on the checkpoint the plan changed (as `repair --apply` prints it); None for a location that
+    is not a checkpoint (a file sink's plan, from `rollback --with-sink`)."""
+    try:
+        return run_audit(plan.checkpoint, plan.target_spark, storage_options=opts).verdict
+    except CkptfixError:
+        return None
 
 
 def undo(

@@ -112,6 +112,7 @@ def test_apply_undo_and_history_documents(tmp_path: Path) -> None:
     doc = json.loads(applied.stdout)
     validate(doc, "plan")
     assert doc["applied_run"]
+    assert doc["verdict_after"]["restarts"] is True, doc  # the after-audit `repair --apply` also prints
     hist = json.loads(cli("history", str(ckpt), "-f", "json").stdout)
     validate(hist, "history")
     assert [r["run_id"] for r in hist["runs"]] == [doc["applied_run"]]
