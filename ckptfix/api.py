@@ -27,6 +27,7 @@ from typing import Any
 
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
+from ckptfix.errors import UsageError
 from ckptfix.repair.plan import Plan
 from ckptfix.storage import Location
 
@@ -215,6 +216,13 @@ def plan_state_put(
     return StatePlan(result.plan, url, opts)
 
 
+#: the keywords of :func:`read_state` beyond its own: the options of ``ckptfix state read``
+READ_OPTIONS = frozenset(
+    {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten"}
+    | {"key_schema", "value_schema", "force_schema"}
+)
+
+
 def read_state(
     ckpt_or_url: Checkpoint | str,
     operator: int = 0,
@@ -234,6 +242,12 @@ def read_state(
     from ckptfix.state import export
     from ckptfix.state.read import read_state as run_read
 
+    unknown = sorted(set(options) - READ_OPTIONS)
+    if unknown:
+        raise UsageError(f"read_state: expected keywords among {', '.join(sorted(READ_OPTIONS))}, found {unknown[0]!r}")
+    for name, value in (("operator", operator), ("batch", batch)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise UsageError(f"read_state: {name}: expected an int, found {value!r}")
     _, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
     flatten = options.pop("flatten", True)
     read = run_read(ckpt, flatten=flatten, operator=operator, batch=batch, storage_options=opts, **options)

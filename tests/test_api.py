@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from typer.testing import CliRunner
 
 import ckptfix
 from ckptfix.cli.main import app
-from ckptfix.errors import NotACheckpoint
+from ckptfix.errors import NotACheckpoint, UsageError
 from tests.state.test_state35 import assert_same, extract, got_rows, load, want_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +82,23 @@ def test_read_state_is_what_spark_wrote(tmp_path: Path, batch: int) -> None:
 def test_not_a_checkpoint_is_the_library_error(tmp_path: Path) -> None:
     with pytest.raises(NotACheckpoint):
         ckptfix.open_checkpoint(str(tmp_path))
+
+
+def test_read_state_refuses_wrong_keywords_naming_them() -> None:
+    stateful = str(ROOT / "samples" / "rocksdb-changelog")
+    for kwargs, said in (
+        ({"operator": "0"}, "read_state: operator: expected an int, found '0'"),
+        ({"batch": True}, "read_state: batch: expected an int, found True"),
+        ({"bogus": 1}, "found 'bogus'"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(said)):
+            ckptfix.read_state(stateful, **kwargs)
+
+
+def test_a_missing_path_is_python_s_file_not_found(tmp_path: Path) -> None:
+    """As documented in docs/api.md: storage errors are OSErrors, as from open()."""
+    with pytest.raises(FileNotFoundError):
+        ckptfix.open_checkpoint(str(tmp_path / "nope"))
 
 
 def test_python_dash_m() -> None:
