@@ -33,9 +33,13 @@ def report(r: Report, console: Console) -> None:
     console.print(f"[{style}]{v.headline}[/]", highlight=False, soft_wrap=True)
     console.print(f"checkpoint: {r.checkpoint}", highlight=False, soft_wrap=True)
     facts = r.facts
+    def fact(key: str) -> Any:
+        value = facts.get(key)
+        return "none" if value is None else value
+
     console.print(
-        f"latest offset {facts.get('latest_offset')}, latest commit {facts.get('latest_commit')}, "
-        f"next batch {facts.get('next_batch')}, state version to load {facts.get('state_version')}",
+        f"latest offset {fact('latest_offset')}, latest commit {fact('latest_commit')}, "
+        f"next batch {fact('next_batch')}, state version to load {fact('state_version')}",
         highlight=False,
     )
     if not r.findings:
@@ -75,9 +79,11 @@ def inspection(i: Inspection, console: Console) -> None:
     logs = folding_table("log", "files", "first", "last", "gaps", "temp files", title="logs", title_justify="left")
     for name, s in (("offsets", i.offsets), ("commits", i.commits)):
         gaps = ", ".join(map(str, s.gaps[:8])) + (" ..." if len(s.gaps) > 8 else "")
-        logs.add_row(name, str(s.count), str(s.first), str(s.last), gaps or "-", str(s.temp_files))
+        first, last = ("-" if v is None else str(v) for v in (s.first, s.last))
+        logs.add_row(name, str(s.count), first, last, gaps or "-", str(s.temp_files))
     console.print(logs)
-    console.print(f"last committed batch: {i.last_committed_batch}", highlight=False)
+    last_committed = "none" if i.last_committed_batch is None else i.last_committed_batch
+    console.print(f"last committed batch: {last_committed}", highlight=False)
     if i.sources:
         src = folding_table(
             "source", "committed offset", "planned offset", "source log", title="sources", title_justify="left"
