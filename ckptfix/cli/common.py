@@ -42,10 +42,15 @@ def choices(values: tuple[str, ...] | list[str]) -> str:
     return "<" + "|".join(values) + ">"
 
 
+def _complete_target(incomplete: str) -> list[str]:
+    return [v for v in SUPPORTED if v.startswith(incomplete)]
+
+
 TargetSparkOption = typer.Option(
     NEWEST,
     "--target-spark",
     metavar=choices(SUPPORTED),
+    autocompletion=_complete_target,
     help="The Spark release that will restart the query (default: the newest supported).",
 )
 QuietOption = typer.Option(

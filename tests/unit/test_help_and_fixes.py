@@ -83,6 +83,9 @@ def test_shell_completion() -> None:
     }
     complete = subprocess.run([exe], capture_output=True, text=True, timeout=60, env=env)
     assert complete.stdout.split() == ["error", "warning", "info", "never"]
+    env = {**env, "COMP_WORDS": "ckptfix repair x --target-spark 4", "COMP_CWORD": "4"}
+    complete = subprocess.run([exe], capture_output=True, text=True, timeout=60, env=env)
+    assert complete.stdout.split() == [v for v in SUPPORTED if v.startswith("4")]
 
 
 #: a backquoted ckptfix command in a fix text
