@@ -13,6 +13,11 @@ from ckptfix.formats import filechecksum, hadoopcrc
 from ckptfix.repair.plan import Action, FileState, Plan
 
 
+class PlanConflict(UsageError):
+    """Two fixes want the same file: the later one is left out (the planner reports it unless the earlier
+    fix already covers its finding)."""
+
+
 class PlanBuilder:
     def __init__(self, ckpt: Checkpoint, target_spark: str) -> None:
         self.ckpt = ckpt
@@ -28,7 +33,7 @@ class PlanBuilder:
 
     def _add(self, action: Action) -> None:
         if action.path in self._paths:
-            raise UsageError(f"two actions on {action.path}: a plan touches each file once")
+            raise PlanConflict(f"two actions on {action.path}: a plan touches each file once")
         self._paths.add(action.path)
         self.actions.append(action)
 

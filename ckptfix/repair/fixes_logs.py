@@ -243,6 +243,10 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
             f"{why}, and it is offsets/0: without it the query starts from scratch; restore it from a backup "
             "or start a new checkpoint"
         )
+    if _readable_offset(fc, L - 1) is None and L - 1 not in ck.offsets.files:
+        sparse = _back_to_committed(fc, rule, why)
+        if sparse is not None:
+            return sparse
     if _readable_offset(fc, L - 1) is None:
         raise CannotFix(
             f"{why}, and offsets/{L - 1}, where Spark would plan it from, is missing or unreadable: "
@@ -269,6 +273,41 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
     else:
         effects.append(f"batch {L} never committed; " + _again(fc, L - 1, None, L, "its interrupted run may have"))
     return effects
+
+
+def _back_to_committed(fc: FixContext, rule: str, why: str) -> list[str] | None:
+    """A damaged latest offset file L whose predecessor was never written (asynchronous progress tracking writes
+    the logs sparsely): go back to the newest earlier batch P that is readable and committed, as the async-gap fix
+    does for a committed latest batch. Delete offsets/L and every commit above P, and write offsets/P-1 as a copy
+    of offsets/P when it is missing. Spark then resumes at batch P+1 from the offsets of batch P and processes the
+    data of batches P+1..L again, instead of everything after the last consecutive pair (--strategy truncate).
+    None when that does not apply (a stateful query, no such P): the caller refuses as before."""
+    ck = fc.ckpt
+    L = ck.offsets.latest
+    assert L is not None
+    if _stateful(fc) or fc.strategy == "truncate":  # truncate: LOG-ASYNC-GAP's fix cuts the logs instead
+        return None
+    P = max((b for b in ck.offsets.files if b < L), default=None)
+    if P is None or _readable_offset(fc, P) is None or P not in ck.commits.files or _readable_commit(fc, P) is None:
+        return None
+    if any(c > L for c in ck.commits.files):
+        return None
+    _no_replan(fc, P + 1, why)
+    fc.builder.delete(ck.offsets.files[L], f"{why}: Spark resumes after batch {P}, the newest committed one", rule)
+    for c in sorted(ck.commits.files):
+        if c > P:
+            fc.builder.delete(ck.commits.files[c], f"batch {c} comes after batch {P}: planned again", rule)
+    if P > 0 and P - 1 not in ck.offsets.files:
+        fc.builder.write(
+            ck.offsets.path_of(P - 1),
+            ck.read(ck.offsets.files[P]),
+            f"copy of offsets/{P}: batch {P} is committed (a restart reads offsets/{P - 1} too)",
+            rule,
+        )
+    return [
+        f"Spark resumes at batch {P + 1} from the offsets of batch {P}; no recorded batch before it is re-run",
+        f"the data of batches {P + 1}..{L} is processed again: " + _again(fc, P, None, P + 1, "the lost batches"),
+    ]
 
 
 def _commit_v1(fc: FixContext, batch: int, watermark: int, rule: str, why: str) -> None:

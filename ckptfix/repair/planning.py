@@ -16,7 +16,7 @@ from ckptfix.audit.model import Report
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import UsageError
-from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.builder import PlanBuilder, PlanConflict
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES, CannotFix, FixContext
 from ckptfix.repair.plan import Plan
 from ckptfix.sinks import open_sink
@@ -77,6 +77,10 @@ def plan_repair(
         except CannotFix as exc:
             builder.rollback(mark)
             unfixed.append(f"{finding.rule_id}: {exc}")
+            continue
+        except PlanConflict as exc:
+            builder.rollback(mark)
+            unfixed.append(f"{finding.rule_id}: its fix overlaps an earlier one ({exc})")
             continue
         done.add(finding.rule_id)
         fixed.append(finding.rule_id)
