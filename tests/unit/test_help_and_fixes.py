@@ -9,6 +9,7 @@ import json
 import os
 import pkgutil
 import re
+import shlex
 import subprocess
 import sys
 from functools import cache
@@ -72,7 +73,10 @@ def test_help_shows_no_type_for_a_flag(command: str) -> None:
 def test_shell_completion() -> None:
     """Through the installed `ckptfix` script, as a shell calls it."""
     exe = str(Path(sys.executable).with_name("ckptfix"))
-    show = subprocess.run([exe, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    # --show-completion detects the shell from the process tree: run it from bash (`; true` keeps bash alive as
+    # the parent), as a user does, so the test does not depend on what started pytest
+    script = f"{shlex.quote(exe)} --show-completion; true"
+    show = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
     assert show.returncode == 0 and "_ckptfix_completion" in show.stdout, show.stdout + show.stderr
     assert "--install-completion" in help_text("")
     env = {
