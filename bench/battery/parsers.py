@@ -114,7 +114,10 @@ def plan_mutations(files: list[corpus.CorpusFile], limit: int | None, per_family
 def run_formats(limit: int | None, per_family: int, jobs: int, chunk: int = 400) -> Section:
     files = corpus.collect()
     section = Section("parsers: format functions")
-    baseline_bad = [f"{Path(p).relative_to(corpus.ROOT)}: {why}" for p, why in corpus.REJECTED.items()]
+    baseline_bad = [  # the error names the file by its absolute path: the report names no machine path
+        f"{Path(p).relative_to(corpus.ROOT)}: {why.replace(str(corpus.ROOT), '<repo>')}"
+        for p, why in corpus.REJECTED.items()
+    ]
     todo = plan_mutations(files, limit, per_family)
     by_file: dict[int, list[tuple[str, int]]] = {}
     for i, fam, k in todo:

@@ -199,7 +199,7 @@ def test_refuses_a_compacted_entry_above_the_batch(spark: Any, tmp_path: Path) -
 
 def test_refuses_data_files_outside_the_output_path(tmp_path: Path) -> None:
     """The committed Spark 3.5.9 file sink, extracted elsewhere: its log names the files where Spark wrote them
-    (/tmp/ckptfix-spark35-gen/...), as a sink copied or moved to a new path does."""
+    (the generator's own work directory), as a sink copied or moved to a new path does."""
     with tarfile.open(FIXTURES / "spark-3.5.9" / "filesink.tar.gz") as tar:
         tar.extractall(tmp_path, filter="tar")
     ckpt, output = tmp_path / "ckpt", tmp_path / "output"
