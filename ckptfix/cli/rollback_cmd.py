@@ -24,7 +24,7 @@ from ckptfix.errors import CkptfixError
 from ckptfix.render import text
 from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan
-from ckptfix.repair.rollback import plan_rollback
+from ckptfix.repair.rollback import RollbackInterrupted, plan_rollback
 from ckptfix.storage import Location
 
 
@@ -129,10 +129,6 @@ def rollback(
             "(undo the checkpoint first, then the sink)",
             highlight=False,
         )
-
-
-class RollbackInterrupted(CkptfixError):
-    """The sink's run is done, the checkpoint's failed: the message says how to finish or undo."""
 
 
 def _sink_run(

@@ -58,6 +58,10 @@ class RollbackRefused(CkptfixError):
         super().__init__(f"cannot roll back to batch {batch}: {reason}")
 
 
+class RollbackInterrupted(CkptfixError):
+    """``--with-sink``: the sink's run is done, the checkpoint's failed; the message says how to finish or undo."""
+
+
 @dataclass(frozen=True)
 class RollbackResult:
     plan: Plan
