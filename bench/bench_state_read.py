@@ -601,6 +601,13 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(f"floors [{res['provider']}]: {json.dumps(res.get('floors'))}")
 
 
+def _placeholders(text: str) -> str:
+    """The results name no machine path: the repository (and the code copy) as <repo>, the temp dir as <tmp>."""
+    for path, name in ((CODE_ROOT, "<repo>"), (ROOT, "<repo>"), (Path(tempfile.gettempdir()), "<tmp>")):
+        text = text.replace(json.dumps(str(path))[1:-1], name)
+    return text
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--_generate":
         generate(sys.argv[2], Path(sys.argv[3]))
@@ -658,7 +665,7 @@ def main() -> int:
     name = f"state_read_{started:%Y-%m-%dT%H%M}_{args.provider}.json"
     path = args.results or HERE / "results" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    path.write_text(_placeholders(json.dumps(doc, indent=2)) + "\n")
     print_table(results)
     print(f"results: {path}", file=sys.stderr)
     if CODE_ROOT != ROOT:
