@@ -33,6 +33,7 @@ def report(r: Report, console: Console) -> None:
     console.print(f"[{style}]{v.headline}[/]", highlight=False, soft_wrap=True)
     console.print(f"checkpoint: {r.checkpoint}", highlight=False, soft_wrap=True)
     facts = r.facts
+
     def fact(key: str) -> Any:
         value = facts.get(key)
         return "none" if value is None else value
