@@ -58,3 +58,109 @@ class MissingExtra(CkptfixError):
         self.module = module
         self.extra = extra
         super().__init__(f"this needs the '{module}' package: pip install 'ckptfix[{extra}]'")
+
+
+# -- repairs: plans, runs and their refusals
+
+
+class PlanError(CkptfixError):
+    """A plan file that cannot be used (malformed, other checkpoint, stale)."""
+
+
+class PlanConflict(UsageError):
+    """Two fixes want the same file: the later one is left out (the planner reports it unless the earlier
+    fix already covers its finding)."""
+
+
+class CannotFix(CkptfixError):
+    """No safe change exists for a finding (the reason says why and what to do instead)."""
+
+
+class PreconditionFailed(CkptfixError):
+    """The checkpoint is not in the state the plan was made for."""
+
+
+class LiveQuery(CkptfixError):
+    """The checkpoint looks written to right now."""
+
+
+class BackupError(CkptfixError):
+    """A backup object is missing or does not hold the bytes it is named after."""
+
+
+class JournalError(CkptfixError):
+    """A run's journal cannot be read."""
+
+
+class Locked(CkptfixError):
+    """Another ckptfix run holds the checkpoint's lock."""
+
+
+class NoRun(CkptfixError):
+    """No run in the backup location fits the request."""
+
+
+class RollbackRefused(CkptfixError):
+    """The rollback would not give a checkpoint Spark restarts correctly from batch N."""
+
+    def __init__(self, batch: int, reason: str) -> None:
+        self.batch = batch
+        super().__init__(f"cannot roll back to batch {batch}: {reason}")
+
+
+class RollbackInterrupted(CkptfixError):
+    """``--with-sink``: the sink's run is done, the checkpoint's failed; the message says how to finish or undo."""
+
+
+class SinkRollbackRefused(CkptfixError):
+    """The file sink cannot be rolled back safely (the message says why)."""
+
+    def __init__(self, batch: int, reason: str) -> None:
+        self.batch = batch
+        super().__init__(f"cannot roll the file sink back to batch {batch}: {reason}")
+
+
+class RepartitionRefused(CkptfixError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot repartition the state: {reason}")
+
+
+class RebuildRefused(CkptfixError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot rebuild: {reason}")
+
+
+class SurgeryRefused(CkptfixError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot edit the state: {reason}")
+
+
+# -- migrations
+
+
+class ProviderRefused(CkptfixError):
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot migrate the state store provider: {reason}")
+
+
+class RelocateRefused(CkptfixError):
+    """The relocation cannot be done safely; the message says why."""
+
+
+# -- Spark actions (async-off, --against)
+
+
+class QueryModuleError(UsageError):
+    """The query module does not load, has no such function, raises, or returns the wrong thing."""
+
+
+class AsyncRefused(CkptfixError):
+    """Spark refuses asynchronous progress tracking for this query (its own reason)."""
+
+
+class ForeignCheckpoint(CkptfixError):
+    """The checkpoint was written by another query."""
+
+
+class Interrupted(CkptfixError):
+    """The run stopped between steps (test hook or Ctrl-C); ``--resume`` continues it."""

@@ -10,25 +10,21 @@ from ckptfix.cli.common import (
     EndpointOption,
     Format,
     FormatOption,
+    IdleOption,
     QuietOption,
     StorageOption,
+    apply_option,
+    backup_option,
+    conf_option,
+    conf_pairs,
     emit,
     err,
-    fail,
+    force_option,
+    master_option,
     out,
     storage_options,
 )
 from ckptfix.render import jsonout
-
-
-def _confs(fmt: Format, pairs: list[str]) -> dict[str, str]:
-    confs: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            fail(fmt, f"--conf: expected KEY=VALUE, found {pair!r}", "UsageError")
-        confs[key.strip()] = value
-    return confs
 
 
 def async_off(
@@ -39,21 +35,17 @@ def async_off(
         metavar="MODULE:FUNCTION",
         help="FUNCTION(spark) returns the query's UNSTARTED DataStreamWriter; MODULE is importable or a .py path.",
     ),
-    do_apply: bool = typer.Option(
-        False, "--apply", help="Run the query (sink side effects!). Default: preflight only, show the steps."
-    ),
+    do_apply: bool = apply_option("Run the query (sink side effects!). Default: preflight only, show the steps."),
     verify: bool = typer.Option(False, "--verify", help="Finally restart with tracking off until one batch commits."),
     min_batches: int = typer.Option(2, "--min-batches", help="New committed batches to wait for with tracking on."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for those batches (and for --verify)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the interrupted run on this checkpoint."),
     query_id: str | None = typer.Option(None, "--query-id", help="Refuse unless the checkpoint's metadata id is this."),
-    master: str | None = typer.Option(None, "--master", help="Spark master for a new session (default local[*])."),
-    conf: list[str] = typer.Option([], "--conf", metavar="KEY=VALUE", help="Spark conf (repeat)."),
-    backup_dir: str | None = typer.Option(
-        None, "--backup-dir", help="Where the run journal goes (default <CKPT>/_ckptfix, as for repair)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Run on a checkpoint that looks alive or has other blockers."),
-    idle_seconds: float = typer.Option(120.0, "--idle-seconds", help="A write this recent means the query may run."),
+    master: str | None = master_option(),
+    conf: list[str] = conf_option(),
+    backup_dir: str | None = backup_option("Where the run journal goes (default <CKPT>/_ckptfix, as for repair)."),
+    force: bool = force_option("Run on a checkpoint that looks alive or has other blockers."),
+    idle_seconds: float = IdleOption,
     fmt: Format = FormatOption,
     quiet: bool = QuietOption,
     storage_option: list[str] = StorageOption,
@@ -72,7 +64,7 @@ def async_off(
     from ckptfix.spark.async_off import async_off as run
 
     opts = storage_options(fmt, storage_option, endpoint_url)
-    confs = _confs(fmt, conf)
+    confs = conf_pairs(conf)
     console = err()
     started = time.monotonic()
 

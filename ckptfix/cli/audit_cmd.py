@@ -13,9 +13,14 @@ from ckptfix.cli.common import (
     FormatOption,
     QuietOption,
     RichObserver,
+    SinkOption,
+    StatefulOption,
     StorageOption,
     TargetSparkOption,
+    conf_option,
+    conf_pairs,
     emit,
+    master_option,
     note,
     out,
     storage_options,
@@ -34,16 +39,8 @@ def audit(
     checkpoint: str = typer.Argument(..., help="Checkpoint location: a path, file://, s3://bucket/prefix, memory://"),
     target_spark: str = TargetSparkOption,
     deep: bool = typer.Option(False, "--deep", help="Read every log and state file, not just what a restart reads."),
-    sink: str | None = typer.Option(
-        None,
-        "--sink",
-        help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
-    ),
-    stateful: bool | None = typer.Option(
-        None,
-        "--stateful/--stateless",
-        help="Say whether the query has stateful operators (default: infer from the files).",
-    ),
+    sink: str | None = SinkOption,
+    stateful: bool | None = StatefulOption,
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a finding reaches this severity."),
     against: str | None = typer.Option(
         None,
@@ -52,12 +49,9 @@ def audit(
         help="Check a changed query against the checkpoint: FUNCTION(spark) returns an unstarted "
         "DataStreamWriter (MODULE may be a .py path). Plans it with PySpark, never starts it.",
     ),
-    master: str | None = typer.Option(None, "--master", help="Spark master for --against (default local[*])."),
-    conf: list[str] = typer.Option(
-        [],
-        "--conf",
-        metavar="KEY=VALUE",
-        help="A conf of the Spark session that will restart the query (repeat): the restart prediction uses it "
+    master: str | None = master_option("Spark master for --against (default local[*])."),
+    conf: list[str] = conf_option(
+        "A conf of the Spark session that will restart the query (repeat): the restart prediction uses it "
         "where the offset log records no value (e.g. spark.sql.shuffle.partitions of old checkpoints), and "
         "--against plans with it.",
     ),
@@ -74,7 +68,7 @@ def audit(
     Exit 0: no finding at or above --fail-on; 1: findings; 2: the checkpoint cannot be audited.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
-    session_conf = _conf_pairs(conf)
+    session_conf = conf_pairs(conf)
     with RichObserver(not quiet) as observer:
         ckpt, query = _against(checkpoint, opts, against, master, session_conf)
         report = run_audit(
@@ -113,18 +107,6 @@ def audit(
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _conf_pairs(confs: list[str]) -> dict[str, str]:
-    from ckptfix.errors import UsageError
-
-    pairs = {}
-    for item in confs:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--conf {item!r}: expected KEY=VALUE")
-        pairs[key.strip()] = value
-    return pairs
 
 
 def _against(

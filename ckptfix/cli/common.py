@@ -58,6 +58,87 @@ QuietOption = typer.Option(
 )
 
 
+# -- options more than one command takes: declared here once (a command may word its help for its own case) ----
+def apply_option(help: str = "Carry the plan out (default: show it, change nothing).") -> Any:
+    return typer.Option(False, "--apply", help=help)
+
+
+def force_option(help: str = "Touch a checkpoint that looks alive (recent writes, new batch).") -> Any:
+    return typer.Option(False, "--force", help=help)
+
+
+def idle_option(help: str = "A write this recent means the query may be running.") -> Any:
+    return typer.Option(120.0, "--idle-seconds", help=help)
+
+
+def backup_option(help: str = "Where backups and the journal go (default <CKPT>/_ckptfix).") -> Any:
+    return typer.Option(None, "--backup-dir", help=help)
+
+
+def master_option(help: str = "Spark master for a new session (default local[*]).") -> Any:
+    return typer.Option(None, "--master", help=help)
+
+
+def conf_option(help: str = "Spark conf (repeat).") -> Any:
+    return typer.Option([], "--conf", metavar="KEY=VALUE", help=help)
+
+
+ApplyOption = apply_option()
+ForceOption = force_option()
+IdleOption = idle_option()
+BackupOption = backup_option()
+SinkOption = typer.Option(
+    None, "--sink", help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log)."
+)
+StatefulOption = typer.Option(
+    None,
+    "--stateful/--stateless",
+    help="Say whether the query has stateful operators (default: infer from the files).",
+)
+PlanOutOption = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`.")
+OperatorOption = typer.Option(0, "--operator", help="Stateful operator id (state/<id>).")
+KeySchemaOption = typer.Option(
+    None,
+    "--key-schema",
+    help="Key schema in Spark DDL, when none is stored. One that disagrees with a stored schema (field count or "
+    "types by position, as Spark's own schema check) is refused unless --force-schema; names may differ.",
+)
+ValueSchemaOption = typer.Option(
+    None, "--value-schema", help="Value schema in Spark DDL, when none is stored (checked like --key-schema)."
+)
+ForceSchemaOption = typer.Option(
+    False,
+    "--force-schema",
+    help="Use --key-schema/--value-schema even where they disagree with the stored one.",
+)
+
+
+def conf_pairs(pairs: list[str]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` (repeated) as a dict; a malformed pair is a usage error."""
+    from ckptfix.errors import UsageError
+
+    confs: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf {item!r}: expected KEY=VALUE")
+        confs[key.strip()] = value
+    return confs
+
+
+def schema_options(key_ddl: str | None, value_ddl: str | None, force: bool = False) -> dict[str, Any]:
+    """``--key-schema``/``--value-schema``/``--force-schema`` as the library's keyword arguments."""
+    if not key_ddl and not value_ddl:
+        return {}
+    from ckptfix.formats import ddl
+
+    return {
+        "key_schema": ddl.parse_ddl(key_ddl, "--key-schema") if key_ddl else None,
+        "value_schema": ddl.parse_ddl(value_ddl, "--value-schema") if value_ddl else None,
+        **({"force_schema": True} if force else {}),
+    }
+
+
 def stdout_gone() -> None:
     """The reader of stdout went away (``ckptfix ... | head``): everything still to print goes to
     /dev/null, so the command ends quietly, with the exit code of its result, as other Unix tools do."""

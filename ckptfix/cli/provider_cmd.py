@@ -8,16 +8,20 @@ from pathlib import Path
 import typer
 
 from ckptfix.cli.common import (
+    ApplyOption,
+    BackupOption,
     EndpointOption,
+    ForceOption,
     Format,
     FormatOption,
+    IdleOption,
+    PlanOutOption,
     QuietOption,
     StorageOption,
     TargetSparkOption,
     note,
     storage_options,
 )
-from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 
 
 class Target(str, Enum):

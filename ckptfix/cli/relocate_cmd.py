@@ -13,7 +13,10 @@ from ckptfix.cli.common import (
     QuietOption,
     RichObserver,
     StorageOption,
+    apply_option,
     emit,
+    force_option,
+    idle_option,
     note,
     out,
     storage_options,
@@ -32,15 +35,13 @@ DestEndpointOption = typer.Option(None, "--dest-endpoint-url", help="S3-compatib
 def relocate(
     source: str = typer.Argument(..., help="The checkpoint to copy (only read)."),
     dest: str = typer.Argument(..., help="New or empty destination (local path, s3://, s3a://, memory://)."),
-    do_apply: bool = typer.Option(False, "--apply", help="Copy and rewrite (default: show the plan, change nothing)."),
+    do_apply: bool = apply_option("Copy and rewrite (default: show the plan, change nothing)."),
     input_from: str | None = typer.Option(
         None, "--input-from", help="Old input directory of a file source (rewrite its log entries; needs --input-to)."
     ),
     input_to: str | None = typer.Option(None, "--input-to", help="New input directory of that file source."),
-    force: bool = typer.Option(False, "--force", help="Copy a source that looks alive (recent writes)."),
-    idle_seconds: float = typer.Option(
-        120.0, "--idle-seconds", help="A write in SRC this recent means the query may be running."
-    ),
+    force: bool = force_option("Copy a source that looks alive (recent writes)."),
+    idle_seconds: float = idle_option("A write in SRC this recent means the query may be running."),
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,

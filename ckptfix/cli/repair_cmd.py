@@ -11,10 +11,17 @@ import typer
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.model import Report
 from ckptfix.cli.common import (
+    ApplyOption,
+    BackupOption,
     EndpointOption,
+    ForceOption,
     Format,
     FormatOption,
+    IdleOption,
+    PlanOutOption,
     QuietOption,
+    SinkOption,
+    StatefulOption,
     StorageOption,
     TargetSparkOption,
     choices,
@@ -33,12 +40,6 @@ from ckptfix.repair.fixes import STRATEGIES
 from ckptfix.repair.plan import Plan, loads
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
-
-BackupOption = typer.Option(None, "--backup-dir", help="Where backups and the journal go (default <CKPT>/_ckptfix).")
-ForceOption = typer.Option(False, "--force", help="Touch a checkpoint that looks alive (recent writes, new batch).")
-IdleOption = typer.Option(120.0, "--idle-seconds", help="A write this recent means the query may be running.")
-ApplyOption = typer.Option(False, "--apply", help="Carry the plan out (default: show it, change nothing).")
-PlanOutOption = typer.Option(None, "--plan-out", help="Save the plan as JSON for `ckptfix apply`.")
 
 
 def _backup(url: str, backup_dir: str | None, opts: dict[str, Any]) -> Location:
@@ -111,12 +112,8 @@ def repair(
     accept_edits: bool = typer.Option(
         False, "--accept-edits", help="Keep log files edited after Spark wrote them: regenerate their .crc sidecars."
     ),
-    sink: str | None = typer.Option(
-        None,
-        "--sink",
-        help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
-    ),
-    stateful: bool | None = typer.Option(None, "--stateful/--stateless", help="Whether the query is stateful."),
+    sink: str | None = SinkOption,
+    stateful: bool | None = StatefulOption,
     backup_dir: str | None = BackupOption,
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,

@@ -6,23 +6,27 @@ from pathlib import Path
 
 import typer
 
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
+    ApplyOption,
+    BackupOption,
     EndpointOption,
+    ForceOption,
     Format,
     FormatOption,
+    IdleOption,
+    PlanOutOption,
     QuietOption,
     StorageOption,
+    TargetSparkOption,
     note,
     storage_options,
 )
-from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 
 
 def repartition(
     checkpoint: str = typer.Argument(..., help="Checkpoint location."),
     partitions: int = typer.Option(..., "--partitions", "-n", help="The new number of partitions (>= 1)."),
-    target_spark: str = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}."),
+    target_spark: str = TargetSparkOption,
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,

@@ -9,22 +9,28 @@ import typer
 
 from ckptfix.audit import audit as run_audit
 from ckptfix.cli.common import (
+    ApplyOption,
+    BackupOption,
     EndpointOption,
+    ForceOption,
     Format,
     FormatOption,
+    IdleOption,
+    PlanOutOption,
     QuietOption,
+    SinkOption,
     StorageOption,
     TargetSparkOption,
     note,
     out,
     storage_options,
 )
-from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption, carry_out
-from ckptfix.errors import CkptfixError
+from ckptfix.cli.repair_cmd import carry_out
+from ckptfix.errors import CkptfixError, RollbackInterrupted
 from ckptfix.render import text
 from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan
-from ckptfix.repair.rollback import RollbackInterrupted, plan_rollback
+from ckptfix.repair.rollback import plan_rollback
 from ckptfix.storage import Location
 
 
@@ -35,11 +41,7 @@ def rollback(
         None, "--into", help="Copy the checkpoint here first (new or empty) and roll the copy back."
     ),
     target_spark: str = TargetSparkOption,
-    sink: str | None = typer.Option(
-        None,
-        "--sink",
-        help="The sink's path: a file sink's output (_spark_metadata) or a Delta table (_delta_log).",
-    ),
+    sink: str | None = SinkOption,
     with_sink: bool = typer.Option(
         False,
         "--with-sink",

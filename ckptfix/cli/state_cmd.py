@@ -12,22 +12,31 @@ from typing import IO, Any, NoReturn, TypeVar
 import typer
 
 from ckptfix.cli.common import (
+    ApplyOption,
+    BackupOption,
     EndpointOption,
+    ForceOption,
+    ForceSchemaOption,
     Format,
     FormatOption,
+    IdleOption,
+    KeySchemaOption,
+    OperatorOption,
+    PlanOutOption,
     QuietOption,
     StorageOption,
     TargetSparkOption,
+    ValueSchemaOption,
     choices,
     emit,
     err,
     fail,
     note,
     out,
+    schema_options,
     stdout_gone,
     storage_options,
 )
-from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
 from ckptfix.errors import CkptfixError, UsageError
 from ckptfix.render import jsonout
 from ckptfix.storage import parse_storage_options
@@ -44,24 +53,9 @@ class DataFormat(str, Enum):
     json = "json"
 
 
-OperatorOption = typer.Option(0, "--operator", help="Stateful operator id (state/<id>).")
 PartitionOption = typer.Option(None, "--partition", help="Only this partition.")
 StoreOption = typer.Option(None, "--store", help="Store name (joins: e.g. left-keyToNumValues).")
 StateVarOption = typer.Option(None, "--state-var", help="transformWithState: the state variable to read.")
-KeySchemaOption = typer.Option(
-    None,
-    "--key-schema",
-    help="Key schema in Spark DDL, when none is stored. One that disagrees with a stored schema (field count or "
-    "types by position, as Spark's own schema check) is refused unless --force-schema; names may differ.",
-)
-ValueSchemaOption = typer.Option(
-    None, "--value-schema", help="Value schema in Spark DDL, when none is stored (checked like --key-schema)."
-)
-ForceSchemaOption = typer.Option(
-    False,
-    "--force-schema",
-    help="Decode with --key-schema/--value-schema even where they disagree with the stored one.",
-)
 DataFormatOption = typer.Option(
     DataFormat.jsonl,
     "--format",
@@ -96,18 +90,6 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
         _fail_rows(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
     except KeyboardInterrupt:
         _fail_rows(fmt, "interrupted", "Interrupted")
-
-
-def _schemas(key_ddl: str | None, value_ddl: str | None, force: bool) -> dict[str, Any]:
-    if not key_ddl and not value_ddl:
-        return {}
-    from ckptfix.formats import ddl
-
-    return {
-        "key_schema": ddl.parse_ddl(key_ddl, "--key-schema") if key_ddl else None,
-        "value_schema": ddl.parse_ddl(value_ddl, "--value-schema") if value_ddl else None,
-        **({"force_schema": True} if force else {}),
-    }
 
 
 def _reader(engine: str, changes: bool) -> Callable[..., Any]:
@@ -359,7 +341,7 @@ def read(
             from_snapshot=from_snapshot,
             flatten=flatten,
             storage_options=opts,
-            **_schemas(key_schema, value_schema, force_schema),
+            **schema_options(key_schema, value_schema, force_schema),
         )
         return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
 
@@ -400,7 +382,7 @@ def changes(
             store_name=store,
             state_var=state_var,
             storage_options=opts,
-            **_schemas(key_schema, value_schema, force_schema),
+            **schema_options(key_schema, value_schema, force_schema),
         )
         return result, _write(result, fmt, out_path)
 

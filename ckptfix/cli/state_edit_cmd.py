@@ -7,35 +7,25 @@ from typing import Any
 
 import typer
 
-from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.cli.common import (
+    ApplyOption,
+    BackupOption,
     EndpointOption,
+    ForceOption,
+    ForceSchemaOption,
     Format,
     FormatOption,
+    IdleOption,
+    KeySchemaOption,
+    OperatorOption,
+    PlanOutOption,
     QuietOption,
     StorageOption,
+    TargetSparkOption,
+    ValueSchemaOption,
+    schema_options,
     storage_options,
 )
-from ckptfix.cli.repair_cmd import ApplyOption, BackupOption, ForceOption, IdleOption, PlanOutOption
-
-OperatorOption = typer.Option(0, "--operator", help="Stateful operator id (state/<id>).")
-KeySchemaOption = typer.Option(
-    None, "--key-schema", help="Key schema in Spark DDL, when none is stored (checked against a stored one)."
-)
-ValueSchemaOption = typer.Option(
-    None, "--value-schema", help="Value schema in Spark DDL, when none is stored (checked against a stored one)."
-)
-ForceSchemaOption = typer.Option(False, "--force-schema", help="Use the given schemas even where they disagree.")
-TargetOption = typer.Option(NEWEST, "--target-spark", help=f"Spark that restarts it: {', '.join(SUPPORTED)}.")
-
-
-def _schemas(key_ddl: str | None, value_ddl: str | None) -> dict[str, Any]:
-    from ckptfix.formats import ddl
-
-    return {
-        "key_schema": ddl.parse_ddl(key_ddl, "--key-schema") if key_ddl else None,
-        "value_schema": ddl.parse_ddl(value_ddl, "--value-schema") if value_ddl else None,
-    }
 
 
 def _carry_out(fmt: Format, result: Any, checkpoint: str, opts: dict[str, Any], target: str, **run: Any) -> None:
@@ -71,7 +61,7 @@ def delete(
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
     force_schema: bool = ForceSchemaOption,
-    target_spark: str = TargetOption,
+    target_spark: str = TargetSparkOption,
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,
@@ -96,7 +86,7 @@ def delete(
         force_schema=force_schema,
         target_spark=target_spark,
         storage_options=opts,
-        **_schemas(key_schema, value_schema),
+        **schema_options(key_schema, value_schema),
     )
     _carry_out(
         fmt,
@@ -121,7 +111,7 @@ def put(
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
     force_schema: bool = ForceSchemaOption,
-    target_spark: str = TargetOption,
+    target_spark: str = TargetSparkOption,
     do_apply: bool = ApplyOption,
     plan_out: Path | None = PlanOutOption,
     backup_dir: str | None = BackupOption,
@@ -145,7 +135,7 @@ def put(
         force_schema=force_schema,
         target_spark=target_spark,
         storage_options=opts,
-        **_schemas(key_schema, value_schema),
+        **schema_options(key_schema, value_schema),
     )
     _carry_out(
         fmt,

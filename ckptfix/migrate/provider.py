@@ -45,7 +45,11 @@ from typing import Any
 from ckptfix import layout
 from ckptfix.audit.targets import NEWEST, parse_target
 from ckptfix.checkpoint import Checkpoint, StoreDir
-from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.errors import (
+    FormatError,
+    ProviderRefused,
+    UsageError,
+)
 from ckptfix.formats import codec, offsetlog, statefile, unsaferow
 from ckptfix.formats.statefile import Record
 from ckptfix.progress import Messages as Observer
@@ -64,11 +68,6 @@ ROCKS_COMPRESSION_CONF = "spark.sql.streaming.stateStore.rocksdb.compression"
 DEFAULT_PROVIDER = providers.DEFAULT
 SOURCE_KINDS = {"hdfs": ("delta", "snapshot"), "rocksdb": ("zip", "changelog")}
 _VERSION_BYTE = bytes([unsaferow.STATE_ENCODING_VERSION])
-
-
-class ProviderRefused(CkptfixError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cannot migrate the state store provider: {reason}")
 
 
 @dataclass

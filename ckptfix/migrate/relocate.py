@@ -41,7 +41,11 @@ from typing import Any
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.errors import (
+    FormatError,
+    RelocateRefused,
+    UsageError,
+)
 from ckptfix.formats import compactlog, filechecksum, hadoopcrc, opmeta
 from ckptfix.progress import NullObserver, Observer
 from ckptfix.storage import S3_SCHEMES, Entry, Location, split_url, uri_forms
@@ -52,10 +56,6 @@ CHUNK = 8 << 20
 #: text files below this size are scanned for leftover references to the old location
 SCAN_LIMIT = 1 << 20
 _STATE_DATA = (".delta", ".snapshot", ".zip", ".changelog", ".sst")
-
-
-class RelocateRefused(CkptfixError):
-    """The relocation cannot be done safely; the message says why."""
 
 
 # -- URIs ----------------------------------------------------------------------------------------

@@ -8,14 +8,11 @@ from datetime import datetime, timezone
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import UsageError
+from ckptfix.errors import (
+    PlanConflict,
+)
 from ckptfix.formats import filechecksum, hadoopcrc
 from ckptfix.repair.plan import Action, FileState, Plan
-
-
-class PlanConflict(UsageError):
-    """Two fixes want the same file: the later one is left out (the planner reports it unless the earlier
-    fix already covers its finding)."""
 
 
 class PlanBuilder:

@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.errors import (
+    BackupError,
+    CkptfixError,
+    FormatError,
+    JournalError,
+    LiveQuery,
+    Locked,
+    NoRun,
+    PreconditionFailed,
+)
 from ckptfix.formats import commitlog, metadata, offsetlog, opmeta
 from ckptfix.progress import Messages as Observer
 from ckptfix.repair.plan import Action, FileState, Plan, PlanError, loads, sha256
@@ -40,30 +49,6 @@ OBJECTS = "objects"
 LOCK = "lock"
 #: test hook: the process dies (os._exit) right after this many durable writes of a run
 CRASH_ENV = "CKPTFIX_TEST_CRASH_AFTER"
-
-
-class PreconditionFailed(CkptfixError):
-    """The checkpoint is not in the state the plan was made for."""
-
-
-class LiveQuery(CkptfixError):
-    """The checkpoint looks written to right now."""
-
-
-class BackupError(CkptfixError):
-    """A backup object is missing or does not hold the bytes it is named after."""
-
-
-class JournalError(CkptfixError):
-    """A run's journal cannot be read."""
-
-
-class Locked(CkptfixError):
-    """Another ckptfix run holds the checkpoint's lock."""
-
-
-class NoRun(CkptfixError):
-    """No run in the backup location fits the request."""
 
 
 def default_backup_url(checkpoint_url: str) -> str:

@@ -14,14 +14,9 @@ from typing import Any
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Finding, Report
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import CkptfixError
 from ckptfix.repair.builder import PlanBuilder
 
 STRATEGIES = ("least-reprocessing", "truncate")
-
-
-class CannotFix(CkptfixError):
-    """No safe change exists for a finding (the reason says why and what to do instead)."""
 
 
 @dataclass

@@ -17,11 +17,11 @@ from dataclasses import replace
 
 from ckptfix import layout
 from ckptfix.audit.model import Finding
-from ckptfix.errors import CkptfixError, FormatError, UnsupportedVersion
+from ckptfix.errors import CannotFix, CkptfixError, FormatError, UnsupportedVersion
 from ckptfix.formats import commitlog, hadoopcrc, offsetlog
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.formats.offsetlog import file_source_log_offset
-from ckptfix.repair.fixes import CannotFix, FixContext, fixes
+from ckptfix.repair.fixes import FixContext, fixes
 from ckptfix.repair.rollback import state_deletions
 
 # -- shared facts --------------------------------------------------------------------------

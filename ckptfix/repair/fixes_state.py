@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ckptfix.audit.model import Finding
 from ckptfix.checkpoint import StoreDir
-from ckptfix.errors import FormatError
-from ckptfix.repair.fixes import CannotFix, FixContext, fixes
+from ckptfix.errors import CannotFix, FormatError
+from ckptfix.repair.fixes import FixContext, fixes
 
 
 def _store_of(fc: FixContext, finding: Finding) -> StoreDir:

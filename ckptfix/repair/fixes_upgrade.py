@@ -17,9 +17,9 @@ from typing import Any
 
 from ckptfix.audit.model import Finding
 from ckptfix.audit.rules_upgrade import JOIN_NULLABILITY, is_join, schema_stores
-from ckptfix.errors import FormatError
+from ckptfix.errors import CannotFix, FormatError
 from ckptfix.formats import schema as schema_format
-from ckptfix.repair.fixes import CannotFix, FixContext, fixes
+from ckptfix.repair.fixes import FixContext, fixes
 
 
 def nullable_type(t: Any) -> Any:

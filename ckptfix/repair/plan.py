@@ -13,14 +13,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptfix.errors import CkptfixError
+from ckptfix.errors import (
+    PlanError,
+)
 
 PLAN_FORMAT = "ckptfix-plan"
 PLAN_VERSION = 1
-
-
-class PlanError(CkptfixError):
-    """A plan file that cannot be used (malformed, other checkpoint, stale)."""
 
 
 def sha256(data: bytes) -> str:

@@ -15,9 +15,9 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Report
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import UsageError
+from ckptfix.errors import CannotFix, UsageError
 from ckptfix.repair.builder import PlanBuilder, PlanConflict
-from ckptfix.repair.fixes import PLANNERS, STRATEGIES, CannotFix, FixContext
+from ckptfix.repair.fixes import PLANNERS, STRATEGIES, FixContext
 from ckptfix.repair.plan import Plan
 from ckptfix.sinks import open_sink
 

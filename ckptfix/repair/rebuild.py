@@ -22,7 +22,10 @@ from typing import Any
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, StoreDir
-from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.errors import (
+    FormatError,
+    RebuildRefused,
+)
 from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile
 from ckptfix.formats.statefile import Record
 from ckptfix.repair.builder import PlanBuilder
@@ -35,11 +38,6 @@ RULE = "STATE-REBUILD"
 RETAIN_CONF = "spark.sql.streaming.minBatchesToRetain"
 DEFAULT_RETAIN = 100
 ROCKS_COMPRESSION = "spark.sql.streaming.stateStore.rocksdb.compression"
-
-
-class RebuildRefused(CkptfixError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cannot rebuild: {reason}")
 
 
 @dataclass

@@ -54,7 +54,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
-from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.errors import (
+    FormatError,
+    RepartitionRefused,
+    UsageError,
+)
 from ckptfix.formats import commitlog, offsetlog, opmeta, sparkhash
 from ckptfix.progress import Messages as Observer
 from ckptfix.repair.builder import PlanBuilder
@@ -68,11 +72,6 @@ from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
 RULE = "STATE-REPARTITION"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-
-
-class RepartitionRefused(CkptfixError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cannot repartition the state: {reason}")
 
 
 @dataclass

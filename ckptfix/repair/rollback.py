@@ -36,7 +36,7 @@ from ckptfix import layout
 from ckptfix.audit import audit
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint, StoreDir
-from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.errors import CkptfixError, FormatError, RollbackRefused, UsageError
 from ckptfix.formats import rocksdbzip
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.engine import LiveQuery, check_recent_writes
@@ -48,18 +48,6 @@ from ckptfix.storage import Location
 RULE = "ROLLBACK"
 #: ckptfix's own backup directory inside a checkpoint (engine.default_backup_url)
 BACKUP_DIR = "_ckptfix"
-
-
-class RollbackRefused(CkptfixError):
-    """The rollback would not give a checkpoint Spark restarts correctly from batch N."""
-
-    def __init__(self, batch: int, reason: str) -> None:
-        self.batch = batch
-        super().__init__(f"cannot roll back to batch {batch}: {reason}")
-
-
-class RollbackInterrupted(CkptfixError):
-    """``--with-sink``: the sink's run is done, the checkpoint's failed; the message says how to finish or undo."""
 
 
 @dataclass(frozen=True)

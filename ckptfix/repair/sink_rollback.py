@@ -19,7 +19,10 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.errors import (
+    FormatError,
+    SinkRollbackRefused,
+)
 from ckptfix.formats import compactlog
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
@@ -27,14 +30,6 @@ from ckptfix.sinks import Sink
 from ckptfix.storage import uri_forms
 
 RULE = "ROLLBACK-SINK"
-
-
-class SinkRollbackRefused(CkptfixError):
-    """The file sink cannot be rolled back safely (the message says why)."""
-
-    def __init__(self, batch: int, reason: str) -> None:
-        self.batch = batch
-        super().__init__(f"cannot roll the file sink back to batch {batch}: {reason}")
 
 
 def relative_to(sink: Sink, url: str) -> str | None:

@@ -40,7 +40,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
-from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.errors import (
+    FormatError,
+    SurgeryRefused,
+    UsageError,
+)
 from ckptfix.formats import sparkhash, unsaferow
 from ckptfix.formats.unsaferow import StructType
 from ckptfix.repair.builder import PlanBuilder
@@ -54,11 +58,6 @@ from ckptfix.stores import chain as chains
 RULE_DELETE = "STATE-DELETE"
 RULE_PUT = "STATE-PUT"
 _VERSION_BYTE = bytes([unsaferow.STATE_ENCODING_VERSION])
-
-
-class SurgeryRefused(CkptfixError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cannot edit the state: {reason}")
 
 
 @dataclass

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlparse
 
-from ckptfix.errors import CkptfixError, MissingExtra, UsageError
+from ckptfix.errors import AsyncRefused, CkptfixError, ForeignCheckpoint, Interrupted, MissingExtra, UsageError
 from ckptfix.spark import jvm
 from ckptfix.spark.usercode import QueryModuleError, build_writer, first_line, load_function
 
@@ -65,18 +65,6 @@ REASON_STATEFUL = "Stateful streaming queries does not support async progress tr
 
 def _sink_reason(name: str) -> str:
     return f"Sink {name} does not support async progress tracking"
-
-
-class AsyncRefused(CkptfixError):
-    """Spark refuses asynchronous progress tracking for this query (its own reason)."""
-
-
-class ForeignCheckpoint(CkptfixError):
-    """The checkpoint was written by another query."""
-
-
-class Interrupted(CkptfixError):
-    """The run stopped between steps (test hook or Ctrl-C); ``--resume`` continues it."""
 
 
 # ------------------------------------------------------------------------------------------- events

@@ -18,14 +18,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ckptfix.errors import MissingExtra, UsageError
+from ckptfix.errors import (
+    MissingExtra,
+    QueryModuleError,
+)
 
 #: the option of ``ckptfix audit`` that names the query module (the default of every function here)
 AGAINST = "--against"
-
-
-class QueryModuleError(UsageError):
-    """The query module does not load, has no such function, raises, or returns the wrong thing."""
 
 
 def split_spec(spec: str, option: str = AGAINST) -> tuple[str, str]:

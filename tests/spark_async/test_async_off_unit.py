@@ -132,7 +132,7 @@ def test_foreign_checkpoint_checks_on_a_real_checkpoint() -> None:
 @pytest.mark.parametrize(
     ("extra", "expect"),
     [
-        (["--conf", "no-equals-sign"], "--conf: expected KEY=VALUE, found 'no-equals-sign'"),
+        (["--conf", "no-equals-sign"], "--conf 'no-equals-sign': expected KEY=VALUE"),
         (["--min-batches", "0"], "--min-batches: expected at least 1, found 0"),
         (["--timeout", "0"], "--timeout: expected a positive number of seconds, found 0.0"),
     ],
