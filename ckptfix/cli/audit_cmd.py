@@ -128,9 +128,7 @@ def _against(
         raise MissingExtra("pyspark", "spark") from None
     ckpt = Checkpoint.open(checkpoint, opts)
     load_function(against)  # import errors before a JVM is started
-    spark = session(master)
-    for key, value in confs.items():
-        spark.conf.set(key, value)
+    spark = session(master, confs=confs)
     return ckpt, describe(against, spark, ckpt.recorded_conf())
 
 

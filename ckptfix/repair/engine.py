@@ -80,7 +80,7 @@ class RunInfo:
     checkpoint: str
     created_at: str
     actions: int
-    status: str  # complete | incomplete | undone | undo-incomplete
+    status: str  # complete | incomplete | undone | undo-incomplete | failed (a driver's run that did not get there)
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -187,7 +187,8 @@ class Runs:
         elif "undo-start" in names:
             status = "undo-incomplete"
         elif "complete" in names:
-            status = "complete"
+            outcome = next(e.get("outcome") for e in events if e["event"] == "complete")
+            status = "complete" if outcome in (None, "done") else "failed"
         else:
             status = "incomplete"
         return RunInfo(run_id, plan.fix, plan.checkpoint, plan.created_at, len(plan.actions), status, events)
@@ -208,19 +209,56 @@ def check_preconditions(ckpt: Location, plan: Plan, now: dict[str, bytes | None]
             )
 
 
-def own_writes(backup: Location, last: int = 20) -> frozenset[str]:
-    """The files ckptfix's own recent runs (journal in ``backup``) wrote or restored: not a running query's."""
+#: journal events around a driver's Spark run (async-off): what Spark writes between them is ckptfix's doing
+SPARK_START, SPARK_STOP = "spark-start", "spark-stop"
+
+
+@dataclass(frozen=True)
+class OwnWrites:
+    """What ckptfix itself wrote recently, so that the idle guard does not take it for a running query: the files
+    its runs wrote or restored, and the time spans in which a driver of ckptfix (async-off) ran the query."""
+
+    paths: frozenset[str] = frozenset()
+    spans: tuple[tuple[float, float], ...] = ()
+
+    def covers(self, path: str, mtime: float) -> bool:
+        return path in self.paths or any(start - 1 <= mtime <= stop + 1 for start, stop in self.spans)
+
+    def plus(self, paths: frozenset[str]) -> OwnWrites:
+        return OwnWrites(self.paths | paths, self.spans)
+
+
+def _stamp(event: dict[str, Any]) -> float | None:
+    try:
+        return datetime.fromisoformat(str(event.get("at"))).timestamp()
+    except ValueError:
+        return None
+
+
+def own_writes(backup: Location, last: int = 20) -> OwnWrites:
+    """What ckptfix's own recent runs (journal in ``backup``) wrote: not a running query's. A Spark run of a
+    driver counts from its start to its journaled stop (a run killed before that stop counts not at all)."""
     runs = Runs(backup)
-    out: set[str] = set()
+    paths: set[str] = set()
+    spans: list[tuple[float, float]] = []
     for run_id in runs.run_ids()[-last:]:
         try:
-            out.update(a.path for a in runs.plan_of(run_id).actions)
+            paths.update(a.path for a in runs.plan_of(run_id).actions)
+            start: float | None = None
+            for event in runs.events(run_id):
+                if event["event"] == SPARK_START:
+                    start = _stamp(event)
+                elif event["event"] == SPARK_STOP and start is not None:
+                    stop = _stamp(event)
+                    if stop is not None:
+                        spans.append((start, stop))
+                    start = None
         except CkptfixError:
             continue
-    return frozenset(out)
+    return OwnWrites(frozenset(paths), tuple(spans))
 
 
-def check_idle(ckpt: Location, plan: Plan, idle_seconds: float, ignore: frozenset[str] = frozenset()) -> None:
+def check_idle(ckpt: Location, plan: Plan, idle_seconds: float, ignore: OwnWrites = OwnWrites()) -> None:
     """Refuse a checkpoint that looks alive: recent writes (other than ``ignore``: ckptfix's own), or a batch
     newer than the plan."""
     from ckptfix.checkpoint import Checkpoint
@@ -254,7 +292,7 @@ def spark_file_test(entries: dict[str, Any]) -> Callable[[str], bool]:
 
 
 def check_recent_writes(
-    ckpt: Location, entries: dict[str, Any], idle_seconds: float, ignore: frozenset[str] = frozenset()
+    ckpt: Location, entries: dict[str, Any], idle_seconds: float, ignore: OwnWrites = OwnWrites()
 ) -> None:
     now = time.time()
     spark_file = spark_file_test(entries)
@@ -264,7 +302,7 @@ def check_recent_writes(
         if e.mtime is not None
         and spark_file(p)
         and not e.is_dir
-        and p not in ignore
+        and not ignore.covers(p, e.mtime)
         and not OWN_TEMP.match(posixpath.basename(p))  # ckptfix's own, not a running query's
     ]
     young = [x for x in recent if x[0] < idle_seconds]
@@ -562,6 +600,26 @@ def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
         raise PlanError(f"expected a plan for {ckpt.url}, found one for {plan.checkpoint}")
 
 
+def driver_run(runs: Runs, run_id: str, plan: Plan, ckpt: Location, verb: str) -> str:
+    """Why a driver's run (async-off) is not resumed or undone by the engine, and what to do instead."""
+    start = next((e for e in runs.events(run_id) if e["event"] == "start"), {})
+    query = start.get("query", "MODULE:FUNCTION")
+    if verb == "resumed":
+        return (
+            f"run {run_id} is a `ckptfix {plan.driver}` run: continue it with "
+            f"`ckptfix {plan.driver} {ckpt.url} --query {query} --resume`"
+        )
+    back = (
+        f"; to go back to where it started, `ckptfix rollback {ckpt.url} --to-batch {plan.latest_commit}`"
+        if plan.latest_commit is not None
+        else ""
+    )
+    return (
+        f"run {run_id} is a `ckptfix {plan.driver}` run: Spark wrote its batches and ckptfix wrote no file of the "
+        f"checkpoint, so there is nothing to restore{back}"
+    )
+
+
 def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
     """Finish an interrupted apply (its stray temp files removed first)."""
     _any_run(ckpt, backup, "to resume")
@@ -576,9 +634,11 @@ def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Observer)
     info = runs.info(run_id)
     if info.status == "complete":
         return run_id
+    plan = runs.plan_of(run_id)
+    if plan.driver is not None:
+        raise PlanError(driver_run(runs, run_id, plan, ckpt, "resumed"))
     if info.status != "incomplete":
         raise PlanError(f"run {run_id} is {info.status}; only an interrupted run can be resumed")
-    plan = runs.plan_of(run_id)
     _same_checkpoint(plan, ckpt)
     clean_own_temps(ckpt, plan, say)
     for a in plan.actions:  # a crash during the backup phase: back up what is still original
@@ -618,10 +678,12 @@ def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Observer, f
     if info.status == "undone":
         raise PlanError(f"run {run_id} is already undone")
     plan = runs.plan_of(run_id)
+    if plan.driver is not None:
+        raise PlanError(driver_run(runs, run_id, plan, ckpt, "undone"))
     _same_checkpoint(plan, ckpt)
     clean_own_temps(ckpt, plan, say)  # a killed run's temp files are ckptfix's, not a live query's
     if not force:  # ckptfix's own fresh writes do not count as a live query
-        touched = frozenset(a.path for a in plan.actions) | own_writes(backup)
+        touched = own_writes(backup).plus(frozenset(a.path for a in plan.actions))
         check_recent_writes(ckpt, ckpt.list_tree(), idle_seconds, touched)
     todo: list[tuple[Action, bytes | None]] = []
     for a in plan.actions:

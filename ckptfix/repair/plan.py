@@ -80,6 +80,9 @@ class Plan:
     latest_commit: int | None = None
     created_at: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: a run that a driver carried out instead of the engine (``"async-off"``: Spark ran the query). It has no
+    #: file actions, so nothing to restore; its steps are in the run's journal.
+    driver: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -100,6 +103,7 @@ class Plan:
             "latest_offset": self.latest_offset,
             "latest_commit": self.latest_commit,
             "created_at": self.created_at,
+            **({"driver": self.driver} if self.driver is not None else {}),
             "actions": [
                 {
                     "op": a.op,
@@ -192,4 +196,11 @@ def loads(text: str, source: str = "<plan>") -> Plan:
         latest_commit=obj.get("latest_commit"),
         created_at=str(obj.get("created_at", "")),
         notes=tuple(obj.get("notes", [])),
+        driver=_driver(obj.get("driver"), source),
     )
+
+
+def _driver(value: Any, source: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise PlanError(f"{source}: expected 'driver' to be a string, found {value!r:.40}")
+    return value

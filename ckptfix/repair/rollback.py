@@ -39,7 +39,7 @@ from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import CkptfixError, FormatError, RollbackRefused, UsageError
 from ckptfix.formats import rocksdbzip
 from ckptfix.repair.builder import PlanBuilder
-from ckptfix.repair.engine import LiveQuery, check_recent_writes
+from ckptfix.repair.engine import LiveQuery, check_recent_writes, default_backup_url, own_writes
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.sink_rollback import plan_sink_rollback
 from ckptfix.sinks import Sink, delta_restore_version, open_sink
@@ -65,9 +65,11 @@ class RollbackResult:
 
 # -- liveness -------------------------------------------------------------------------------
 def check_idle(ckpt: Checkpoint, idle_seconds: float, batch: int) -> None:
-    """Refuse when a Spark file was written in the last ``idle_seconds`` (a running query)."""
+    """Refuse when a Spark file was written in the last ``idle_seconds`` (a running query), other than by ckptfix
+    itself (its journal in the checkpoint's default backup location)."""
+    own = own_writes(Location(default_backup_url(ckpt.location.url), ckpt.location.storage_options))
     try:
-        check_recent_writes(ckpt.location, ckpt.entries, idle_seconds)
+        check_recent_writes(ckpt.location, ckpt.entries, idle_seconds, own)
     except LiveQuery as exc:
         raise RollbackRefused(batch, str(exc)) from None
 

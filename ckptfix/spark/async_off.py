@@ -16,56 +16,40 @@ Query-module contract: ``MODULE:FUNCTION`` names an importable module (``pkg.mod
 (``path/to/job.py:build``); ``FUNCTION(spark)`` returns the UNSTARTED ``DataStreamWriter`` of the query as it
 ran (same sources, sink and trigger) without ``checkpointLocation``. It is called once per Spark run.
 
-Progress goes to an injected observer (events); the library never prints. A small JSON journal per run lives in
-the repair engine's backup location (``<ckpt>/_ckptfix/async-off/<run-id>.json`` by default), never among
-Spark's files, so an interrupted run resumes from the first step not done.
+Progress goes to an injected observer (events); the library never prints. The run is recorded in the repair
+engine's journal (``<backup>/runs/<run-id>/``, by default ``<ckpt>/_ckptfix``), never among Spark's files: a plan
+with ``driver="async-off"`` and no file actions, one event per step, and the spans in which Spark ran the query
+(so that the idle guard of later commands knows those writes are ckptfix's). An interrupted run resumes from the
+first step not done; ``ckptfix history`` lists it beside repairs; the engine takes the same lock.
+
+The checks of step 1 that only read the writer (Spark's refusals, another query's checkpoint) are in
+:mod:`ckptfix.spark.async_rules`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import posixpath
-import sys
 import time
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlparse
 
-from ckptfix.errors import AsyncRefused, CkptfixError, ForeignCheckpoint, Interrupted, MissingExtra, UsageError
-from ckptfix.spark import jvm
+from ckptfix.errors import AsyncRefused, CkptfixError, ForeignCheckpoint, Interrupted, UsageError
+from ckptfix.repair.engine import SPARK_START, SPARK_STOP
+from ckptfix.spark.async_rules import foreign_checkpoint, inspect_writer, refusals, same_location
 from ckptfix.spark.usercode import QueryModuleError, build_writer, first_line, load_function
 
 #: the option that names the query module (in every message about it)
 OPTION = "--query"
 STEPS = ("preflight", "run", "check", "verify")
-JOURNAL_DIR = "async-off"
+#: the runs this driver records in the repair engine's journal carry ``Plan.driver == DRIVER``
+DRIVER = "async-off"
 ASYNC_ENABLED = "asyncProgressTrackingEnabled"
 ASYNC_INTERVAL = "asyncProgressTrackingCheckpointIntervalMs"
-#: Spark's testing-only switch that skips the sink check (AsyncProgressTrackingMicroBatchExecution)
-SINK_OVERRIDE = "_asyncProgressTrackingOverrideSinkSupportCheck"
 #: test hook: raise Interrupted right after this step is journaled as done
 STOP_AFTER_ENV = "CKPTFIX_TEST_ASYNC_OFF_STOP_AFTER"
-
-#: ``Table.name()`` of the sinks ``validateAndGetTrigger`` accepts (read from the 3.5.9 / 4.3.0 bytecode and
-#: apache/spark master): 3.5 knows noop-table, console, MemorySink, KafkaTable; 4.3 adds ForeachSink and
-#: ContinuousMemorySink.
-_SINKS_35 = {"noop": "noop-table", "console": "console", "memory": "MemorySink", "kafka": "KafkaTable"}
-_SINKS_43 = {**_SINKS_35, "foreach": "ForeachSink"}
-_FILE_FORMATS = {"parquet", "json", "csv", "orc", "text", "avro"}
-#: the reasons, verbatim from Spark's source
-REASON_AVAILABLE_NOW = "Async progress tracking cannot be used with AvailableNow trigger"
-REASON_ONCE = "Async progress tracking cannot be used with Once trigger"
-REASON_STATEFUL = "Stateful streaming queries does not support async progress tracking at this moment."
-
-
-def _sink_reason(name: str) -> str:
-    return f"Sink {name} does not support async progress tracking"
-
 
 # ------------------------------------------------------------------------------------------- events
 
@@ -119,324 +103,7 @@ def load_builder(spec: str) -> Callable[[Any], Any]:
     return load_function(spec, OPTION)
 
 
-# ------------------------------------------------------------------------------- writer inspection
-
-
-@dataclass(frozen=True)
-class SourceInfo:
-    kind: str  # the reader format ("json", "kafka", ...) or the V2 source name
-    path: str | None = None
-    topics: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class WriterInfo:
-    trigger: str  # ProcessingTimeTrigger, AvailableNowTrigger, OneTimeTrigger, ContinuousTrigger, ...
-    sink: str  # the writer's format: foreachBatch, parquet, kafka, memory, ...
-    checkpoint: str | None
-    sink_override: bool
-    sink_path: str | None
-    sources: tuple[SourceInfo, ...]
-    stateful_operators: tuple[str, ...]
-
-
-def _stateful_operators(writer: Any, qe: Any) -> list[str]:
-    """Stateful operators of the planned query. Spark's own test (``checkNotStatefulStreamingQuery``, at the
-    first batch) looks for a ``StateStoreWriter`` in the executed plan. An unstarted streaming plan cannot be
-    executed, but Spark explains it (the way ``df.explain()`` does) with the same physical operators; every
-    stateful one prints its ``state info [...]``."""
-    gateway = getattr(getattr(writer, "_spark", None), "_jvm", None)
-    if gateway is None:
-        from pyspark import SparkContext
-
-        sc = SparkContext._active_spark_context
-        gateway = sc._jvm if sc is not None else None
-    if gateway is None:
-        return []
-    text = str(gateway.PythonSQLUtils.explainString(qe, "simple"))
-    found: list[str] = []
-    for line in text.splitlines():
-        if "state info [" in line:
-            name = line.lstrip(" +-:*()0123456789").split(" ", 1)[0]
-            if name and name not in found:
-                found.append(name)
-    return found
-
-
-def inspect_writer(writer: Any) -> WriterInfo:
-    """Read trigger, sink, options and the query's sources/stateful operators from the Java writer."""
-    jw = writer._jwrite
-    trigger = jvm.field(jw, "trigger")
-    trigger_name = jvm.simple_name(trigger) if trigger is not None else "ProcessingTimeTrigger"
-    sink = str(jvm.field(jw, "source") or "")
-    options = jvm.field(jw, "extraOptions")
-    ckpt = jvm.map_get(options, "checkpointLocation")
-    override = str(jvm.map_get(options, SINK_OVERRIDE) or "false").strip().lower() == "true"
-    sink_path = jvm.map_get(options, "path")
-    ds = jvm.field(jw, "ds")
-    sources: list[SourceInfo] = []
-    stateful: list[str] = []
-    if ds is not None:
-        qe = ds.queryExecution()
-        for rel in jvm.streaming_relations(qe.analyzed()):
-            topics = jvm.map_get(rel.options, "subscribe")
-            sources.append(
-                SourceInfo(
-                    rel.name,
-                    jvm.map_get(rel.options, "path"),
-                    tuple(t.strip() for t in str(topics).split(",")) if topics else (),
-                )
-            )
-        stateful = _stateful_operators(writer, qe)
-    return WriterInfo(
-        trigger_name,
-        sink,
-        str(ckpt) if ckpt is not None else None,
-        override,
-        str(sink_path) if sink_path is not None else None,
-        tuple(sources),
-        tuple(stateful),
-    )
-
-
-def _qualified(path: str | None, spark_version: str) -> str:
-    """The sink path as FileStreamSink prints it: 4.3.0 qualifies a local path (``file:/tmp/x``, seen live),
-    3.5.9 prints it as given (shared/reference spark-behaviour-observed.md §4)."""
-    if path is None:
-        return "None"
-    if spark_version.startswith("3.") or urlparse(path).scheme:
-        return path
-    return "file:" + os.path.abspath(path)
-
-
-def refusals(info: WriterInfo, spark_version: str) -> list[str]:
-    """Spark's reasons for refusing async progress tracking on this writer (empty: Spark accepts it, as far as
-    its ``validateAndGetTrigger`` and first-batch stateful check go)."""
-    reasons: list[str] = []
-    if not info.sink_override:
-        known = _SINKS_43 if not spark_version.startswith("3.") else _SINKS_35
-        if info.sink not in known:
-            if info.sink == "foreachBatch":
-                name = "ForeachBatchSink"
-            elif info.sink in _FILE_FORMATS:
-                name = f"FileSink[{_qualified(info.sink_path, spark_version)}]"
-            else:
-                name = info.sink
-            if info.sink == "foreach" or info.sink not in ("foreachBatch", *_FILE_FORMATS):
-                # the sink's Table.name() is decided by its provider; Spark's check runs at start()
-                reasons.append(
-                    _sink_reason(name) + f" (predicted: a {info.sink!r} sink is not among the sinks Spark "
-                    f"{spark_version} accepts: {', '.join(sorted(set(known.values())))})"
-                )
-            else:
-                reasons.append(_sink_reason(name))
-    if info.trigger == "AvailableNowTrigger":
-        reasons.append(REASON_AVAILABLE_NOW)
-    elif info.trigger == "OneTimeTrigger":
-        reasons.append(REASON_ONCE)
-    elif info.trigger == "ContinuousTrigger":
-        reasons.append("a continuous-trigger query has no micro-batch logs: async progress tracking does not apply")
-    if info.stateful_operators:
-        reasons.append(REASON_STATEFUL + f" (operators: {', '.join(sorted(set(info.stateful_operators)))})")
-    return reasons
-
-
-# ------------------------------------------------------------------------------ checkpoint matching
-
-
-def _norm_path(p: str) -> str:
-    u = urlparse(p)
-    if u.scheme in ("", "file"):
-        return posixpath.normpath(os.path.abspath(u.path if u.scheme else p))
-    scheme = "s3" if u.scheme in ("s3a", "s3n") else u.scheme
-    return f"{scheme}://{u.netloc}{posixpath.normpath(u.path or '/')}"
-
-
-def same_location(a: str, b: str) -> bool:
-    return _norm_path(a) == _norm_path(b)
-
-
-def foreign_checkpoint(ckpt: Any, info: WriterInfo, query_id: str | None) -> list[str]:
-    """Why this checkpoint was written by another query (empty: nothing says so). Checked: the metadata id
-    (``--query-id``), the number of sources in the latest offset file, the file sources' recorded input files
-    (under the reader's path) and the Kafka topics."""
-    from ckptfix.errors import FormatError
-
-    why: list[str] = []
-    if query_id is not None:
-        try:
-            found = ckpt.query_metadata().id
-        except (FormatError, OSError) as exc:
-            found = f"an unreadable metadata file ({exc})"
-        if found != query_id:
-            why.append(f"{ckpt.display('metadata')}: expected query id {query_id} (--query-id), found {found}")
-    L = ckpt.offsets.latest
-    entry = ckpt.try_offset(L) if L is not None else None
-    if entry is None or not info.sources:
-        return why
-    offs = list(entry.offsets)
-    if len(offs) != len(info.sources):
-        why.append(
-            f"{ckpt.display(f'offsets/{L}')}: expected {len(info.sources)} source offset(s) (the query reads "
-            f"{', '.join(s.kind for s in info.sources)}), found {len(offs)}"
-        )
-        return why
-    for i, (src, off) in enumerate(zip(info.sources, offs, strict=True)):
-        try:
-            value = json.loads(off.json) if off.json else None
-        except ValueError:
-            value = None
-        if src.kind in _FILE_FORMATS or src.kind == "text":
-            if off.json is not None and not (isinstance(value, dict) and "logOffset" in value):
-                why.append(
-                    f"{ckpt.display(f'offsets/{L}')}: source {i}: expected a file source offset "
-                    f'{{"logOffset":N}} (the query reads {src.kind} files), found {off.json}'
-                )
-                continue
-            bad = _foreign_files(ckpt, str(i), src)
-            if bad:
-                why.append(bad)
-        elif src.kind == "kafka" and src.topics and isinstance(value, dict) and not set(value) & set(src.topics):
-            why.append(
-                f"{ckpt.display(f'offsets/{L}')}: source {i}: expected offsets of topic(s) "
-                f"{', '.join(src.topics)}, found topic(s) {', '.join(sorted(value))}"
-            )
-    return why
-
-
-def _foreign_files(ckpt: Any, source: str, src: SourceInfo) -> str | None:
-    from ckptfix.errors import FormatError
-
-    log = ckpt.sources.get(source)
-    if log is None or not log.files or not src.path or any(c in src.path for c in "*?[{"):
-        return None
-    b = max(log.files)
-    try:
-        entries = ckpt.source_log(source, b).entries
-    except (FormatError, OSError):
-        return None
-    want = _norm_path(src.path).rstrip("/") + "/"
-    for e in entries:
-        p = e.get("path")
-        if isinstance(p, str) and not _norm_path(p).startswith(want):
-            return (
-                f"{ckpt.display(log.path_of(b))}: expected input files under {src.path} (the query's "
-                f"{src.kind} source), found {p}"
-            )
-    return None
-
-
-# ---------------------------------------------------------------------------------------- journal
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-class Journal:
-    """``<backup>/async-off/<run-id>.json``: which steps are done, rewritten atomically after each."""
-
-    def __init__(self, backup: Any, data: dict[str, Any]) -> None:
-        self.backup = backup
-        self.data = data
-
-    @property
-    def run_id(self) -> str:
-        return str(self.data["run_id"])
-
-    @classmethod
-    def new(cls, backup: Any, checkpoint: str, query: str) -> Journal:
-        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        data = {
-            "run_id": run_id,
-            "checkpoint": checkpoint,
-            "query": query,
-            "created_at": _now(),
-            "status": "running",
-            "steps": {},
-        }
-        j = cls(backup, data)
-        j.save()
-        return j
-
-    @classmethod
-    def runs(cls, backup: Any) -> list[str]:
-        try:
-            entries = backup.list_tree(JOURNAL_DIR)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(
-            p.rsplit("/", 1)[-1][: -len(".json")]
-            for p, e in entries.items()
-            if not e.is_dir and p.endswith(".json") and "/" not in p[len(JOURNAL_DIR) + 1 :]
-        )
-
-    @classmethod
-    def load(cls, backup: Any, run_id: str) -> Journal:
-        rel = f"{JOURNAL_DIR}/{run_id}.json"
-        raw = backup.read(rel)
-        try:
-            data = json.loads(raw)
-            if not isinstance(data, dict) or "steps" not in data:
-                raise ValueError("no steps")
-        except ValueError as exc:
-            raise UsageError(f"{backup.display(rel)}: expected an async-off journal (JSON), found {exc}") from None
-        return cls(backup, data)
-
-    @classmethod
-    def latest_running(cls, backup: Any) -> Journal | None:
-        for run_id in reversed(cls.runs(backup)):
-            j = cls.load(backup, run_id)
-            if j.data.get("status") == "running":
-                return j
-        return None
-
-    def save(self) -> None:
-        self.backup.write_atomic(f"{JOURNAL_DIR}/{self.run_id}.json", json.dumps(self.data, indent=1).encode())
-
-    def done(self, step: str) -> bool:
-        return bool(self.data["steps"].get(step, {}).get("status") == "done")
-
-    def mark(self, step: str, status: str, **data: Any) -> None:
-        self.data["steps"][step] = {"status": status, "at": _now(), **data}
-        self.save()
-
-    def finish(self, status: str) -> None:
-        self.data["status"] = status
-        self.data["finished_at"] = _now()
-        self.save()
-
-
-# ------------------------------------------------------------------------------------ Spark session
-
-
-def spark_session(master: str | None, confs: Mapping[str, str]) -> Any:
-    """The active SparkSession (confs set on it) or a new one with ``confs`` (``ckptfix.spark.session``)."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise MissingExtra("pyspark", "spark") from None
-    active = SparkSession.getActiveSession()
-    if active is None and confs:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = SparkSession.builder.appName("ckptfix-async-off")
-        builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
-        builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-        for k, v in confs.items():
-            builder = builder.config(k, v)
-        return builder.getOrCreate()
-    from ckptfix.spark import session
-
-    spark = session(master, app="ckptfix-async-off")
-    for k, v in confs.items():
-        try:
-            spark.conf.set(k, v)
-        except Exception as exc:
-            raise UsageError(f"--conf {k}={v}: the running session refuses it: {first_line(exc)}") from None
-    return spark
-
-
-# ------------------------------------------------------------------------------------------- runner
+# ------------------------------------------------------------------------------------------- the run
 
 
 @dataclass
@@ -456,56 +123,62 @@ class Options:
     poll_seconds: float = 0.5
 
 
-class _Run:
-    def __init__(self, url: str, spec: str, opts: Options, observer: Observer | None) -> None:
-        from ckptfix.repair.engine import default_backup_url
-        from ckptfix.storage import Location
+@dataclass
+class _Ctx:
+    """What the steps share. The run's journal is the repair engine's (``runs/<id>/`` in the backup location):
+    a plan with ``driver="async-off"`` and no file actions, then one ``step`` event per step status and
+    ``spark-start``/``spark-stop`` around each Spark run (so the idle guard knows those writes are ckptfix's)."""
 
-        if opts.min_batches < 1:
-            raise UsageError(f"--min-batches: expected at least 1, found {opts.min_batches}")
-        if opts.timeout <= 0:
-            raise UsageError(f"--timeout: expected a positive number of seconds, found {opts.timeout}")
-        self.opts = opts
-        self.spec = spec
-        self.loc = Location(url, opts.storage_options)
-        self.url = self.loc.url
-        self.backup = Location(opts.backup_dir or default_backup_url(self.url), opts.storage_options)
-        self.observer = observer
-        self.outcome = Outcome("planned", self.url, spec, applied=opts.apply)
-        self.journal: Journal | None = None
-        self.spark: Any = None
-        self.fn: Callable[[Any], Any] | None = None
-        #: this process ran the query already (its own fresh writes are not another writer's)
-        self.ran_query = False
+    url: str
+    spec: str
+    opts: Options
+    loc: Any  # Location of the checkpoint
+    runs: Any  # repair.engine.Runs of the backup location
+    outcome: Outcome
+    observer: Observer | None
+    run_id: str | None = None
+    done: set[str] = field(default_factory=set)
+    spark: Any = None
+    fn: Callable[[Any], Any] | None = None
+    #: this process ran the query already (its own fresh writes are not another writer's)
+    ran_query: bool = False
 
-    # -- helpers -------------------------------------------------------------------------------
     def emit(self, step: str, kind: str, message: str, **data: Any) -> None:
         ev = Event(step, kind, message, data)
         self.outcome.events.append(ev)
         if self.observer is not None:
             self.observer(ev)
 
-    def step_status(self, step: str, status: str, **data: Any) -> None:
+    def journal(self, event: str, **data: Any) -> None:
+        if self.run_id is not None:
+            self.runs.journal(self.run_id, event, **data)
+
+    def step(self, step: str, status: str, **data: Any) -> None:
         self.outcome.steps[step] = status
-        if self.journal is not None:
-            self.journal.mark(step, status, **data)
+        if status == "done":
+            self.done.add(step)
+        self.journal("step", step=step, status=status, **data)
         if status == "done" and os.environ.get(STOP_AFTER_ENV) == step:
             raise Interrupted(f"stopped after step {step} ({STOP_AFTER_ENV}); continue with --resume")
+
+    def finish(self, status: str) -> Outcome:
+        self.outcome.status = status
+        self.journal("complete", outcome=status)
+        return self.outcome
 
     def checkpoint(self) -> Any:
         from ckptfix.checkpoint import Checkpoint
 
         return Checkpoint.open(self.url, self.opts.storage_options)
 
-    def latest_commit(self) -> tuple[int | None, list[int]]:
+    def committed(self) -> list[int]:
         from ckptfix.checkpoint import index_log
 
         try:
             entries = self.loc.list_tree("commits")
         except (FileNotFoundError, NotADirectoryError):
-            return None, []
-        ids = index_log("commits", entries).listed_ids
-        return (ids[-1] if ids else None), ids
+            return []
+        return index_log("commits", entries).listed_ids
 
     def writer(self) -> Any:
         assert self.fn is not None
@@ -514,7 +187,7 @@ class _Run:
     def target(self) -> str:
         from ckptfix.audit.targets import NEWEST, SUPPORTED
 
-        label = ".".join(str(self.spark.version).split(".")[:2])
+        label = ".".join(str(self.spark.version).split(".")[:2]) if self.spark is not None else NEWEST
         return label if label in SUPPORTED else NEWEST
 
     def audit(self) -> Any:
@@ -525,9 +198,9 @@ class _Run:
     def check_idle(self) -> None:
         if self.opts.force:
             return
-        from ckptfix.repair.engine import check_recent_writes
+        from ckptfix.repair.engine import check_recent_writes, own_writes
 
-        check_recent_writes(self.loc, self.loc.list_tree(), self.opts.idle_seconds)
+        check_recent_writes(self.loc, self.loc.list_tree(), self.opts.idle_seconds, own_writes(self.runs.loc))
         # a query of this session on the same checkpoint (the tree check above covers other processes)
         for q in self.spark.streams.active:
             try:
@@ -537,316 +210,318 @@ class _Run:
             if same_location(root, self.url):
                 raise _live(f"{self.url}: expected no running query on it, found query {q.id} in this session")
 
-    # -- the sequence --------------------------------------------------------------------------
-    def go(self) -> Outcome:
-        o = self.outcome
-        if self.opts.resume:
-            j = Journal.latest_running(self.backup)
-            if j is None:
-                raise UsageError(
-                    f"{self.backup.display(JOURNAL_DIR)}: expected an interrupted async-off run, found none"
-                )
-            if j.data.get("query") != self.spec:
-                raise UsageError(
-                    f"--resume: expected --query {j.data.get('query')} as in run {j.run_id}, found {self.spec}"
-                )
-            self.journal = j
-            o.run_id = j.run_id
-            o.applied = True
-            o.baseline = dict(j.data.get("baseline") or {})
-            o.query_id = j.data.get("query_id")
-            o.findings_before = list(j.data.get("findings_before") or [])
-            o.new_batches = list(j.data.get("new_batches") or [])
-            for s in STEPS:
-                if j.done(s):
-                    o.steps[s] = "done"
-            self.emit("preflight", "info", f"resuming run {j.run_id} (done: {', '.join(o.steps) or 'nothing'})")
-        elif self.opts.apply:
-            j = Journal.latest_running(self.backup)
-            if j is not None:
-                raise UsageError(
-                    f"{self.backup.display(f'{JOURNAL_DIR}/{j.run_id}.json')}: an interrupted async-off run exists: "
-                    "continue it with --resume"
-                )
-        self.preflight()
-        if not self.opts.apply and not self.opts.resume:
-            o.status = "planned"
-            return o
-        if self.journal is None:
-            self.journal = Journal.new(self.backup, self.url, self.spec)
-            o.run_id = self.journal.run_id
-            self.journal.data.update(
-                baseline=o.baseline, query_id=o.query_id, findings_before=o.findings_before, new_batches=[]
-            )
-            self.step_status("preflight", "done")
-        if not self.journal.done("run"):
-            try:
-                ran = self.run_async()
-            except AsyncRefused:
-                self.journal.finish("refused")  # nothing to resume: Spark will refuse again
-                raise
-            if not ran:
-                return self.stop_short()
-        if not self.journal.done("check") and not self.check():
-            o.status = "check-failed"
-            self.journal.finish(o.status)
-            return o
-        if self.opts.verify and not self.journal.done("verify") and not self.verify():
-            o.status = "verify-failed"
-            self.journal.finish(o.status)
-            return o
-        o.status = "done"
-        self.journal.finish("done")
-        return o
 
-    def preflight(self) -> None:
-        o = self.outcome
-        self.emit("preflight", "start", f"preflight: {self.url}")
-        ckpt = self.checkpoint()
-        if ckpt.metadata_rel is None:
-            raise ForeignCheckpoint(
-                f"{ckpt.display('metadata')}: expected the query's metadata file (written at its first start), "
-                "found none"
-            )
-        meta_id = ckpt.query_metadata().id
-        if o.query_id is not None and o.query_id != meta_id:
-            raise ForeignCheckpoint(
-                f"{ckpt.display('metadata')}: expected query id {o.query_id} (journal), found {meta_id}"
-            )
-        o.query_id = meta_id
-        if not o.baseline:
-            o.baseline = {"latest_offset": ckpt.offsets.latest, "latest_commit": ckpt.commits.latest}
-        self.fn = load_builder(self.spec)
-        self.spark = spark_session(self.opts.master, self.opts.confs)
-        writer = self.writer()
-        info = inspect_writer(writer)
-        self.emit(
-            "preflight",
-            "info",
-            f"query {meta_id}: trigger {info.trigger}, sink {info.sink}, "
-            f"{len(info.sources)} source(s) ({', '.join(s.kind for s in info.sources) or 'none found'})",
-            trigger=info.trigger,
-            sink=info.sink,
-            sources=[asdict(s) for s in info.sources],
+# -- the journal (the engine's runs) ---------------------------------------------------------------------------
+def _interrupted(runs: Any) -> str | None:
+    """The newest async-off run that never finished."""
+    for run_id in reversed(runs.run_ids()):
+        try:
+            if runs.plan_of(run_id).driver == DRIVER and runs.info(run_id).status == "incomplete":
+                return str(run_id)
+        except CkptfixError:
+            continue
+    return None
+
+
+def _reopen(ctx: _Ctx, run_id: str) -> None:
+    """Continue ``run_id``: what its journal says was found and done."""
+    o = ctx.outcome
+    events = ctx.runs.events(run_id)
+    start: dict[str, Any] = next((e for e in events if e["event"] == "start"), {})
+    if start.get("query") != ctx.spec:
+        raise UsageError(f"--resume: expected --query {start.get('query')} as in run {run_id}, found {ctx.spec}")
+    ctx.run_id = o.run_id = run_id
+    o.applied = True
+    o.baseline = dict(start.get("baseline") or {})
+    o.query_id = start.get("query_id")
+    o.findings_before = list(start.get("findings_before") or [])
+    for e in events:
+        if e["event"] == "step" and e.get("status") == "done":
+            ctx.done.add(str(e["step"]))
+            o.steps[str(e["step"])] = "done"
+            if e["step"] == "run":
+                o.new_batches = list(e.get("new_batches") or [])
+
+
+def _open(ctx: _Ctx) -> None:
+    """A new run in the engine's journal, holding what preflight found (a resumed run starts from it)."""
+    from ckptfix.repair.plan import Plan
+
+    o = ctx.outcome
+    plan = Plan(
+        checkpoint=ctx.url,
+        query_id=o.query_id,
+        target_spark=ctx.target(),
+        fix=f"async-off --query {ctx.spec}: run the query with asynchronous progress tracking checkpointing "
+        "every batch, then audit",
+        actions=(),
+        latest_offset=o.baseline.get("latest_offset"),
+        latest_commit=o.baseline.get("latest_commit"),
+        created_at=_now(),
+        driver=DRIVER,
+    )
+    ctx.run_id = o.run_id = ctx.runs.new_run(plan)
+    ctx.journal("start", query=ctx.spec, baseline=o.baseline, query_id=o.query_id, findings_before=o.findings_before)
+
+
+def _now() -> str:
+
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+# -- the steps -------------------------------------------------------------------------------------------------
+def preflight(ctx: _Ctx) -> None:
+    """Step 1: load the query, refuse what Spark or the checkpoint would refuse, audit (nothing is started)."""
+    o = ctx.outcome
+    ctx.emit("preflight", "start", f"preflight: {ctx.url}")
+    ckpt = ctx.checkpoint()
+    if ckpt.metadata_rel is None:
+        raise ForeignCheckpoint(
+            f"{ckpt.display('metadata')}: expected the query's metadata file (written at its first start), found none"
         )
-        if info.checkpoint is not None and not same_location(info.checkpoint, self.url):
-            raise QueryModuleError(
-                f"{OPTION} {self.spec}: the writer sets checkpointLocation {info.checkpoint}, "
-                f"expected none or {self.url}"
-            )
-        reasons = refusals(info, str(self.spark.version))
-        if reasons:
-            raise AsyncRefused(
-                f"Spark {self.spark.version} refuses asynchronous progress tracking for this query: "
-                + "; ".join(reasons)
-            )
-        why = foreign_checkpoint(ckpt, info, self.opts.query_id)
-        if why:
-            raise ForeignCheckpoint("this checkpoint belongs to another query: " + "; ".join(why))
-        if not (self.journal is not None and self.journal.done("run")):
-            self.check_idle()
-        if not o.findings_before:
-            report = self.audit()
-            o.findings_before = [
-                {"rule": f.rule_id, "severity": f.severity, "message": f.message} for f in report.findings
-            ]
-            blockers = [f for f in report.findings if f.spark_error is not None and f.rule_id not in ("LOG-ASYNC-GAP",)]
-            if blockers and not self.opts.force:
-                b = blockers[0]
-                raise AsyncRefused(
-                    f"the audit finds {b.rule_id} ({b.message}), which the asynchronous restart does not fix: "
-                    f"repair it first (`ckptfix repair {self.url}`), or --force"
-                )
-            gap = [f for f in report.findings if f.rule_id == "LOG-ASYNC-GAP"]
-            self.emit(
-                "preflight",
-                "info",
-                (f"audit: {gap[0].message}" if gap else f"audit: {report.verdict.headline} (no LOG-ASYNC-GAP)"),
-                verdict=report.verdict.headline,
-            )
-        o.offline = self.offline_hint()
-        plan = [
-            f"run the query with {ASYNC_ENABLED}=true, {ASYNC_INTERVAL}=0 until {self.opts.min_batches} new batch(es) "
-            f"commit after batch {o.baseline.get('latest_commit')} (at most {self.opts.timeout:.0f} s), then stop",
-            "check with ckptfix's audit: no LOG-ASYNC-GAP, latest commit = latest offset",
-        ]
-        if self.opts.verify:
-            plan.append(
-                f"restart with {ASYNC_ENABLED}=false until one batch commits (at most {self.opts.timeout:.0f} s)"
-            )
-        self.emit("preflight", "done", "preflight passed", steps=plan)
-        self.outcome.steps.setdefault("preflight", "done")
+    meta_id = ckpt.query_metadata().id
+    if o.query_id is not None and o.query_id != meta_id:
+        raise ForeignCheckpoint(
+            f"{ckpt.display('metadata')}: expected query id {o.query_id} (journal), found {meta_id}"
+        )
+    o.query_id = meta_id
+    if not o.baseline:
+        o.baseline = {"latest_offset": ckpt.offsets.latest, "latest_commit": ckpt.commits.latest}
+    from ckptfix.spark import session
 
-    def offline_hint(self) -> str:
-        gap = [f for f in self.outcome.findings_before if f["rule"] == "LOG-ASYNC-GAP"]
-        base = f"ckptfix repair {self.url}"
-        if gap:
-            return f"`{base}` (offline, no new data needed) fixes what the audit found: {gap[0]['message']}"
-        return f"`{base}` shows what an offline repair would change"
+    ctx.fn = load_builder(ctx.spec)
+    ctx.spark = session(ctx.opts.master, "ckptfix-async-off", ctx.opts.confs)
+    info = inspect_writer(ctx.writer())
+    ctx.emit(
+        "preflight",
+        "info",
+        f"query {meta_id}: trigger {info.trigger}, sink {info.sink}, "
+        f"{len(info.sources)} source(s) ({', '.join(s.kind for s in info.sources) or 'none found'})",
+        trigger=info.trigger,
+        sink=info.sink,
+        sources=[asdict(s) for s in info.sources],
+    )
+    if info.checkpoint is not None and not same_location(info.checkpoint, ctx.url):
+        raise QueryModuleError(
+            f"{OPTION} {ctx.spec}: the writer sets checkpointLocation {info.checkpoint}, expected none or {ctx.url}"
+        )
+    reasons = refusals(info, str(ctx.spark.version))
+    if reasons:
+        raise AsyncRefused(
+            f"Spark {ctx.spark.version} refuses asynchronous progress tracking for this query: " + "; ".join(reasons)
+        )
+    why = foreign_checkpoint(ckpt, info, ctx.opts.query_id)
+    if why:
+        raise ForeignCheckpoint("this checkpoint belongs to another query: " + "; ".join(why))
+    if "run" not in ctx.done:
+        ctx.check_idle()
+    if not o.findings_before:
+        _audit_before(ctx)
+    o.offline = _offline_hint(ctx)
+    plan = [
+        f"run the query with {ASYNC_ENABLED}=true, {ASYNC_INTERVAL}=0 until {ctx.opts.min_batches} new batch(es) "
+        f"commit after batch {o.baseline.get('latest_commit')} (at most {ctx.opts.timeout:.0f} s), then stop",
+        "check with ckptfix's audit: no LOG-ASYNC-GAP, latest commit = latest offset",
+    ]
+    if ctx.opts.verify:
+        plan.append(f"restart with {ASYNC_ENABLED}=false until one batch commits (at most {ctx.opts.timeout:.0f} s)")
+    ctx.emit("preflight", "done", "preflight passed", steps=plan)
+    o.steps.setdefault("preflight", "done")
 
-    def run_async(self) -> bool:
-        o = self.outcome
-        assert self.journal is not None
-        baseline = o.baseline.get("latest_commit")
-        floor = -1 if baseline is None else int(baseline)
-        self.journal.mark("run", "started")
-        self.ran_query = True
-        writer = self.writer().option("checkpointLocation", self.url)
-        writer = writer.option(ASYNC_ENABLED, "true").option(ASYNC_INTERVAL, "0")
-        self.emit("run", "start", f"starting the query with {ASYNC_ENABLED}=true, {ASYNC_INTERVAL}=0")
-        try:
-            query = writer.start()
-        except Exception as exc:
-            raise AsyncRefused(f"Spark refused to start the query: {first_line(exc)}") from None
-        seen: set[int] = set(b for b in o.new_batches if b > floor)
-        deadline = time.monotonic() + self.opts.timeout
-        error: str | None = None
-        try:
-            while True:
-                _, ids = self.latest_commit()
-                for b in ids:
-                    if b > floor and b not in seen:
-                        seen.add(b)
-                        self.emit("run", "batch", f"batch {b} committed", batch=b)
-                if len(seen) >= self.opts.min_batches:
-                    break
-                if not query.isActive:
-                    qexc = query.exception()
-                    error = first_line(qexc) if qexc is not None else "the query stopped by itself"
-                    break
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(self.opts.poll_seconds)
-        finally:
-            late = _stop_between_batches(query)
-        if error is None and late is not None:
-            self.emit("run", "warn", f"stopping interrupted a running batch ({late}); step 3 audits what it left")
-        _, ids = self.latest_commit()
-        seen.update(b for b in ids if b > floor)
-        o.new_batches = sorted(seen)
-        self.journal.data["new_batches"] = o.new_batches
-        self.emit("run", "info", f"query stopped; new committed batches: {o.new_batches or 'none'}")
-        if error is not None:
-            self.step_status("run", "failed", error=error)
-            if "does not support async progress tracking" in error or "cannot be used with" in error:
-                raise AsyncRefused(f"Spark refuses asynchronous progress tracking for this query: {error}")
-            self.emit("run", "fail", f"the query failed: {error}")
-            o.status = "run-failed"
-            return False
-        if len(o.new_batches) < self.opts.min_batches:
-            self.step_status("run", "short", new_batches=o.new_batches)
-            return False
-        self.step_status("run", "done", new_batches=o.new_batches)
-        self.emit(
-            "run", "done", f"{len(o.new_batches)} new batch(es) committed with tracking checkpointing every batch"
+
+def _audit_before(ctx: _Ctx) -> None:
+    report = ctx.audit()
+    ctx.outcome.findings_before = [
+        {"rule": f.rule_id, "severity": f.severity, "message": f.message} for f in report.findings
+    ]
+    blockers = [f for f in report.findings if f.spark_error is not None and f.rule_id != "LOG-ASYNC-GAP"]
+    if blockers and not ctx.opts.force:
+        b = blockers[0]
+        raise AsyncRefused(
+            f"the audit finds {b.rule_id} ({b.message}), which the asynchronous restart does not fix: "
+            f"repair it first (`ckptfix repair {ctx.url}`), or --force"
+        )
+    gap = [f for f in report.findings if f.rule_id == "LOG-ASYNC-GAP"]
+    ctx.emit(
+        "preflight",
+        "info",
+        (f"audit: {gap[0].message}" if gap else f"audit: {report.verdict.headline} (no LOG-ASYNC-GAP)"),
+        verdict=report.verdict.headline,
+    )
+
+
+def _offline_hint(ctx: _Ctx) -> str:
+    gap = [f for f in ctx.outcome.findings_before if f["rule"] == "LOG-ASYNC-GAP"]
+    base = f"ckptfix repair {ctx.url}"
+    if gap:
+        return f"`{base}` (offline, no new data needed) fixes what the audit found: {gap[0]['message']}"
+    return f"`{base}` shows what an offline repair would change"
+
+
+def _spark_run(ctx: _Ctx, writer: Any, step: str, until: Callable[[], bool]) -> tuple[str | None, str | None]:
+    """Start ``writer`` and poll until ``until()`` (or the query ends, or the timeout), then stop it between
+    batches. Journaled as ckptfix's own Spark run. Returns (the query's error, what stopping interrupted)."""
+    ctx.ran_query = True
+    ctx.journal(SPARK_START, step=step)
+    try:
+        query = writer.start()
+    except Exception:
+        ctx.journal(SPARK_STOP, step=step)
+        raise
+    deadline = time.monotonic() + ctx.opts.timeout
+    error: str | None = None
+    try:
+        while not until():
+            if not query.isActive:
+                qexc = query.exception()
+                error = first_line(qexc) if qexc is not None else "the query stopped by itself"
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(ctx.opts.poll_seconds)
+    finally:
+        late = _stop_between_batches(query)
+        ctx.journal(SPARK_STOP, step=step)
+    return error, late
+
+
+def run_with_tracking(ctx: _Ctx) -> bool:
+    """Step 2: run with tracking on, checkpointing every batch, until ``min_batches`` new batches commit."""
+    o = ctx.outcome
+    floor = -1 if o.baseline.get("latest_commit") is None else int(o.baseline["latest_commit"])  # type: ignore[arg-type]
+    ctx.step("run", "started")
+    writer = ctx.writer().option("checkpointLocation", ctx.url)
+    writer = writer.option(ASYNC_ENABLED, "true").option(ASYNC_INTERVAL, "0")
+    ctx.emit("run", "start", f"starting the query with {ASYNC_ENABLED}=true, {ASYNC_INTERVAL}=0")
+    seen: set[int] = set(b for b in o.new_batches if b > floor)
+
+    def enough() -> bool:
+        for b in ctx.committed():
+            if b > floor and b not in seen:
+                seen.add(b)
+                ctx.emit("run", "batch", f"batch {b} committed", batch=b)
+        return len(seen) >= ctx.opts.min_batches
+
+    try:
+        error, late = _spark_run(ctx, writer, "run", enough)
+    except Exception as exc:
+        raise AsyncRefused(f"Spark refused to start the query: {first_line(exc)}") from None
+    if error is None and late is not None:
+        ctx.emit("run", "warn", f"stopping interrupted a running batch ({late}); step 3 audits what it left")
+    seen.update(b for b in ctx.committed() if b > floor)
+    o.new_batches = sorted(seen)
+    ctx.emit("run", "info", f"query stopped; new committed batches: {o.new_batches or 'none'}")
+    if error is not None:
+        ctx.step("run", "failed", error=error, new_batches=o.new_batches)
+        if "does not support async progress tracking" in error or "cannot be used with" in error:
+            raise AsyncRefused(f"Spark refuses asynchronous progress tracking for this query: {error}")
+        ctx.emit("run", "fail", f"the query failed: {error}")
+        o.status = "run-failed"
+        return False
+    if len(o.new_batches) < ctx.opts.min_batches:
+        ctx.step("run", "short", new_batches=o.new_batches)
+        return False
+    ctx.step("run", "done", new_batches=o.new_batches)
+    ctx.emit("run", "done", f"{len(o.new_batches)} new batch(es) committed with tracking checkpointing every batch")
+    return True
+
+
+def _stopped_short(ctx: _Ctx) -> Outcome:
+    o = ctx.outcome
+    status = o.status
+    if status != "run-failed":
+        if not o.new_batches:
+            status = "no-data"
+            msg = f"no new data arrived in {ctx.opts.timeout:.0f} s; no batch ran"
+        else:
+            status = "too-few-batches"
+            msg = (
+                f"only {len(o.new_batches)} new batch(es) ran in {ctx.opts.timeout:.0f} s "
+                f"(wanted {ctx.opts.min_batches})"
+            )
+        ctx.emit("run", "fail", msg + "; the query is stopped", new_batches=o.new_batches)
+    ctx.emit("run", "info", f"offline alternative: {o.offline}")
+    return ctx.finish(status)
+
+
+def check(ctx: _Ctx) -> bool:
+    """Step 3: ckptfix's audit: no LOG-ASYNC-GAP, the logs' tails as Spark needs them, a restart predicted."""
+    o = ctx.outcome
+    ctx.emit("check", "start", "auditing the checkpoint")
+    report = ctx.audit()
+    o.findings_after = [{"rule": f.rule_id, "severity": f.severity, "message": f.message} for f in report.findings]
+    L, K = report.facts.get("latest_offset"), report.facts.get("latest_commit")
+    problems = []
+    if any(f.rule_id == "LOG-ASYNC-GAP" for f in report.findings):
+        problems.append("LOG-ASYNC-GAP is still reported")
+    # Spark's own requirement (MicroBatchExecution's "doesn't exist" message): "the latest batch for commit
+    # log is equal or one batch earlier than the latest batch for offset log". One behind happens when the
+    # stop interrupted a batch: it is re-run from offsets/L-1, which the sequence has just written.
+    if L is None or K is None or not (K == L or K == L - 1):
+        problems.append(f"expected the latest commit to equal the latest offset {L} or be one behind, found {K}")
+    if not report.verdict.restarts:
+        problems.append(report.verdict.headline)
+    if problems:
+        ctx.step("check", "failed", problems=problems)
+        ctx.emit("check", "fail", "; ".join(problems))
+        ctx.emit("check", "info", f"offline alternative: {o.offline}")
+        return False
+    ctx.step("check", "done", latest_offset=L, latest_commit=K)
+    state = (
+        f"latest offset = latest commit = {L}" if K == L else f"latest offset {L}, batch {L} re-runs from offsets/{K}"
+    )
+    ctx.emit("check", "done", f"{state}; {report.verdict.headline} with tracking off")
+    return True
+
+
+def verify(ctx: _Ctx) -> bool:
+    """Step 4 (``--verify``): restart with tracking off until one batch commits."""
+    o = ctx.outcome
+    if not ctx.ran_query:  # resumed: another process may have started the query since
+        ctx.check_idle()
+    committed_before = ctx.committed()
+    before = committed_before[-1] if committed_before else None
+    writer = ctx.writer().option("checkpointLocation", ctx.url).option(ASYNC_ENABLED, "false")
+    ctx.emit("verify", "start", f"restarting with {ASYNC_ENABLED}=false")
+    committed: list[int] = []
+
+    def one_batch() -> bool:
+        ids = ctx.committed()
+        if ids and (before is None or ids[-1] > before):
+            committed.append(ids[-1])
+        return bool(committed)
+
+    try:
+        error, late = _spark_run(ctx, writer, "verify", one_batch)
+    except Exception as exc:
+        o.verified = False
+        ctx.step("verify", "failed", error=first_line(exc))
+        ctx.emit("verify", "fail", f"the restart failed: {first_line(exc)}")
+        return False
+    if error is None and late is not None:
+        if not committed:
+            error = late
+        else:
+            ctx.emit("verify", "warn", f"stopping interrupted a running batch ({late})")
+    if error is not None:
+        o.verified = False
+        ctx.step("verify", "failed", error=error)
+        ctx.emit("verify", "fail", f"the restart with tracking off failed: {error}")
+        return False
+    if not committed:
+        o.verified = None
+        ctx.step("verify", "done", batch=None)
+        ctx.emit(
+            "verify",
+            "warn",
+            f"the query restarted with tracking off without error, but no new data arrived in "
+            f"{ctx.opts.timeout:.0f} s, so no batch ran",
         )
         return True
-
-    def stop_short(self) -> Outcome:
-        o = self.outcome
-        assert self.journal is not None
-        if o.status != "run-failed":
-            if not o.new_batches:
-                o.status = "no-data"
-                msg = f"no new data arrived in {self.opts.timeout:.0f} s; no batch ran"
-            else:
-                o.status = "too-few-batches"
-                msg = (
-                    f"only {len(o.new_batches)} new batch(es) ran in {self.opts.timeout:.0f} s "
-                    f"(wanted {self.opts.min_batches})"
-                )
-            self.emit("run", "fail", msg + "; the query is stopped", new_batches=o.new_batches)
-        self.emit("run", "info", f"offline alternative: {o.offline}")
-        self.journal.finish(o.status)
-        return o
-
-    def check(self) -> bool:
-        o = self.outcome
-        self.emit("check", "start", "auditing the checkpoint")
-        report = self.audit()
-        o.findings_after = [{"rule": f.rule_id, "severity": f.severity, "message": f.message} for f in report.findings]
-        L, K = report.facts.get("latest_offset"), report.facts.get("latest_commit")
-        problems = []
-        if any(f.rule_id == "LOG-ASYNC-GAP" for f in report.findings):
-            problems.append("LOG-ASYNC-GAP is still reported")
-        # Spark's own requirement (MicroBatchExecution's "doesn't exist" message): "the latest batch for commit
-        # log is equal or one batch earlier than the latest batch for offset log". One behind happens when the
-        # stop interrupted a batch: it is re-run from offsets/L-1, which the sequence has just written.
-        if L is None or K is None or not (K == L or K == L - 1):
-            problems.append(f"expected the latest commit to equal the latest offset {L} or be one behind, found {K}")
-        if not report.verdict.restarts:
-            problems.append(report.verdict.headline)
-        if problems:
-            self.step_status("check", "failed", problems=problems)
-            self.emit("check", "fail", "; ".join(problems))
-            self.emit("check", "info", f"offline alternative: {o.offline}")
-            return False
-        self.step_status("check", "done", latest_offset=L, latest_commit=K)
-        state = (
-            f"latest offset = latest commit = {L}"
-            if K == L
-            else f"latest offset {L}, batch {L} re-runs from offsets/{K}"
-        )
-        self.emit("check", "done", f"{state}; {report.verdict.headline} with tracking off")
-        return True
-
-    def verify(self) -> bool:
-        o = self.outcome
-        if self.spark is None or self.fn is None:  # pragma: no cover - preflight always ran
-            raise UsageError("internal: no session")
-        if not self.ran_query:  # resumed: another process may have started the query since
-            self.check_idle()
-        self.ran_query = True
-        before, _ = self.latest_commit()
-        writer = self.writer().option("checkpointLocation", self.url).option(ASYNC_ENABLED, "false")
-        self.emit("verify", "start", f"restarting with {ASYNC_ENABLED}=false")
-        try:
-            query = writer.start()
-        except Exception as exc:
-            o.verified = False
-            self.step_status("verify", "failed", error=first_line(exc))
-            self.emit("verify", "fail", f"the restart failed: {first_line(exc)}")
-            return False
-        deadline = time.monotonic() + self.opts.timeout
-        committed: int | None = None
-        error: str | None = None
-        try:
-            while time.monotonic() < deadline:
-                latest, _ = self.latest_commit()
-                if latest is not None and (before is None or latest > before):
-                    committed = latest
-                    break
-                if not query.isActive:
-                    qexc = query.exception()
-                    error = first_line(qexc) if qexc is not None else "the query stopped by itself"
-                    break
-                time.sleep(self.opts.poll_seconds)
-        finally:
-            late = _stop_between_batches(query)
-        if error is None and late is not None:
-            if committed is None:
-                error = late
-            else:
-                self.emit("verify", "warn", f"stopping interrupted a running batch ({late})")
-        if error is not None:
-            o.verified = False
-            self.step_status("verify", "failed", error=error)
-            self.emit("verify", "fail", f"the restart with tracking off failed: {error}")
-            return False
-        if committed is None:
-            o.verified = None
-            self.step_status("verify", "done", batch=None)
-            self.emit(
-                "verify",
-                "warn",
-                f"the query restarted with tracking off without error, but no new data arrived in "
-                f"{self.opts.timeout:.0f} s, so no batch ran",
-            )
-            return True
-        o.verified = True
-        self.step_status("verify", "done", batch=committed)
-        self.emit("verify", "done", f"batch {committed} committed with tracking off")
-        return True
+    o.verified = True
+    ctx.step("verify", "done", batch=committed[0])
+    ctx.emit("verify", "done", f"batch {committed[0]} committed with tracking off")
+    return True
 
 
 def _stop_between_batches(query: Any, wait: float = 1.0) -> str | None:
@@ -874,6 +549,56 @@ def _live(message: str) -> CkptfixError:
     return LiveQuery(message)
 
 
+# -- the sequence ----------------------------------------------------------------------------------------------
 def async_off(url: str, query: str, options: Options | None = None, observer: Observer | None = None) -> Outcome:
     """Run (or, without ``options.apply``, plan) the documented sequence on checkpoint ``url``."""
-    return _Run(url, query, options or Options(), observer).go()
+    from ckptfix.repair.engine import Runs, default_backup_url, locked
+    from ckptfix.storage import Location
+
+    opts = options or Options()
+    if opts.min_batches < 1:
+        raise UsageError(f"--min-batches: expected at least 1, found {opts.min_batches}")
+    if opts.timeout <= 0:
+        raise UsageError(f"--timeout: expected a positive number of seconds, found {opts.timeout}")
+    loc = Location(url, opts.storage_options)
+    backup = Location(opts.backup_dir or default_backup_url(loc.url), opts.storage_options)
+    outcome = Outcome("planned", loc.url, query, applied=opts.apply)
+    ctx = _Ctx(loc.url, query, opts, loc, Runs(backup), outcome, observer)
+    pending = _interrupted(ctx.runs) if opts.apply or opts.resume else None
+    if opts.resume:
+        if pending is None:
+            raise UsageError(f"{backup.display('runs')}: expected an interrupted async-off run, found none")
+        _reopen(ctx, pending)
+        done = ", ".join(s for s in STEPS if s in ctx.done) or "nothing"
+        ctx.emit("preflight", "info", f"resuming run {pending} (done: {done})")
+    elif pending is not None:
+        raise UsageError(
+            f"{backup.display(f'runs/{pending}')}: an interrupted async-off run exists: continue it with --resume"
+        )
+    preflight(ctx)  # writes nothing: a refusal leaves no trace
+    if not opts.apply and not opts.resume:
+        return ctx.outcome
+    with locked(backup, "async-off"):  # one ckptfix run at a time on this checkpoint, as for repairs
+        if ctx.run_id is None:
+            if _interrupted(ctx.runs) is not None:  # another async-off began meanwhile (and was interrupted)
+                raise UsageError(f"{backup.url}: an interrupted async-off run exists: continue it with --resume")
+            _open(ctx)
+            ctx.step("preflight", "done")
+        return _sequence(ctx)
+
+
+def _sequence(ctx: _Ctx) -> Outcome:
+    """Steps 2 to 4, each skipped when the journal says it is done."""
+    if "run" not in ctx.done:
+        try:
+            ran = run_with_tracking(ctx)
+        except AsyncRefused:
+            ctx.finish("refused")  # nothing to resume: Spark will refuse again
+            raise
+        if not ran:
+            return _stopped_short(ctx)
+    if "check" not in ctx.done and not check(ctx):
+        return ctx.finish("check-failed")
+    if ctx.opts.verify and "verify" not in ctx.done and not verify(ctx):
+        return ctx.finish("verify-failed")
+    return ctx.finish("done")

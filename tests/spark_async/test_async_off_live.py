@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,16 @@ from typing import Any
 import pytest
 
 from ckptfix.audit import audit
+from ckptfix.repair import engine
+from ckptfix.storage import Location
 from tests.spark.harness import build_base, copy_base, restart
 from tests.spark.queries import SCENARIOS, input_file, write_input_files
 from tests.spark_async.helpers import cli
 
 Q = "tests.spark_async.queries.stateless"
 QFILE = str(Path(__file__).parent / "queries" / "stateless.py")
-NEW_FILES = range(10, 16)  # pre-placed; maxFilesPerTrigger=1 -> one batch per file
+NEW_FILES = range(10, 40)  # pre-placed; maxFilesPerTrigger=1 -> one batch per file; enough that step 2 (which
+# stops only once it has seen 2 commits) cannot use them all up and leave --verify without data
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +77,7 @@ def test_sequence_fixes_a_real_async_checkpoint_and_resumes(
     try:
         # step 2 done, then the run is interrupted (test hook) ...
         monkeypatch.setenv("CKPTFIX_TEST_ASYNC_OFF_STOP_AFTER", "run")
+        began = time.time()
         code, out, err = cli(
             capsys,
             "async-off",
@@ -89,12 +94,14 @@ def test_sequence_fixes_a_real_async_checkpoint_and_resumes(
         )
         assert code == 2, err
         assert "stopped after step run" in json.loads(out)["error"]["message"]
-        journals = list((ckpt / "_ckptfix" / "async-off").glob("*.json"))
-        assert len(journals) == 1
-        j = json.loads(journals[0].read_text())
-        assert j["status"] == "running" and j["steps"]["run"]["status"] == "done"
-        new = j["steps"]["run"]["new_batches"]
-        assert len(new) >= 2 and min(new) == j["baseline"]["latest_commit"] + 1
+        runs = engine.Runs(Location(str(ckpt / "_ckptfix")))  # the repair engine's journal, as for repairs
+        (run_id,) = runs.run_ids()
+        info = runs.info(run_id)
+        assert info.status == "incomplete" and runs.plan_of(run_id).driver == "async-off"
+        (ran,) = [e for e in info.events if e["event"] == "step" and e["step"] == "run" and e["status"] == "done"]
+        start = next(e for e in info.events if e["event"] == "start")
+        new = ran["new_batches"]
+        assert len(new) >= 2 and min(new) == start["baseline"]["latest_commit"] + 1
         # a new --apply run refuses while an interrupted one exists
         monkeypatch.delenv("CKPTFIX_TEST_ASYNC_OFF_STOP_AFTER")
         code, _, err = cli(
@@ -119,7 +126,13 @@ def test_sequence_fixes_a_real_async_checkpoint_and_resumes(
         )
         assert code == 0, err
         doc = json.loads(out)["async_off"]
-        assert doc["status"] == "done" and doc["run_id"] == j["run_id"]
+        assert doc["status"] == "done" and doc["run_id"] == run_id
+        assert runs.info(run_id).status == "complete"
+        # what Spark wrote in the sequence is ckptfix's own doing for the idle guard of the next command
+        loc, since = Location(str(ckpt)), time.time() - began  # writes since the first async-off call
+        with pytest.raises(engine.LiveQuery):
+            engine.check_recent_writes(loc, loc.list_tree(), since)
+        engine.check_recent_writes(loc, loc.list_tree(), since, engine.own_writes(runs.loc))
         assert doc["steps"] == {"preflight": "done", "run": "done", "check": "done", "verify": "done"}
         assert doc["verified"] is True
         assert not [e for e in doc["events"] if e["step"] == "run" and e["kind"] == "start"]
@@ -154,8 +167,9 @@ def test_no_new_input_is_detected_and_the_offline_repair_offered(copy: tuple[Pat
     assert f"ckptfix repair {ckpt}" in out
     # Spark wrote nothing: no batch ran, and metadata/sources already existed
     assert tree(ckpt) == before
-    runs = sorted((ckpt / "_ckptfix" / "async-off").glob("*.json"))
-    assert json.loads(runs[-1].read_text())["status"] == "no-data"
+    runs = engine.Runs(Location(str(ckpt / "_ckptfix")))
+    last = runs.info(runs.run_ids()[-1])
+    assert last.status == "failed" and last.events[-1] == {**last.events[-1], "event": "complete", "outcome": "no-data"}
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,11 @@ from pathlib import Path
 import pytest
 
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.spark.async_off import (
-    Journal,
-    QueryModuleError,
-    SourceInfo,
-    WriterInfo,
-    foreign_checkpoint,
-    load_builder,
-    refusals,
-    same_location,
-)
+from ckptfix.errors import PlanError, QueryModuleError, UsageError
+from ckptfix.repair import engine
+from ckptfix.spark import async_off as ao
+from ckptfix.spark.async_off import load_builder
+from ckptfix.spark.async_rules import SourceInfo, WriterInfo, foreign_checkpoint, refusals, same_location
 from ckptfix.storage import Location
 from tests.unit.realckpt import sample_checkpoint
 
@@ -104,17 +99,76 @@ def test_same_location() -> None:
     assert not same_location("/tmp/x", "/tmp/y")
 
 
-def test_journal_roundtrip(tmp_path: Path) -> None:
-    backup = Location(str(tmp_path / "_ckptfix"))
-    assert Journal.latest_running(backup) is None
-    j = Journal.new(backup, "/ck", "m:f")
-    j.mark("preflight", "done")
-    assert Journal.latest_running(backup) is not None
-    again = Journal.load(backup, j.run_id)
-    assert again.done("preflight") and not again.done("run")
+def _ctx(tmp_path: Path) -> ao._Ctx:
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir(exist_ok=True)
+    loc = Location(str(ckpt))
+    runs = engine.Runs(Location(str(ckpt / "_ckptfix")))
+    return ao._Ctx(loc.url, "m:f", ao.Options(), loc, runs, ao.Outcome("planned", loc.url, "m:f"), None)
+
+
+def test_the_run_is_journaled_by_the_repair_engine(tmp_path: Path) -> None:
+    """Issue 12: async-off records its run in the engine's journal (no journal of its own): history lists it,
+    an interrupted run is found and resumed from its steps, and the engine refuses to resume or undo it, naming
+    what to do instead."""
+    ctx = _ctx(tmp_path)
+    ctx.outcome.baseline = {"latest_offset": 7, "latest_commit": 5}
+    ctx.outcome.query_id = "q-1"
+    assert ao._interrupted(ctx.runs) is None
+    ao._open(ctx)
+    ctx.step("preflight", "done")
+    ctx.step("run", "done", new_batches=[6, 7])
+    run_id = ctx.run_id
+    assert run_id is not None and ao._interrupted(ctx.runs) == run_id
+    (info,) = [ctx.runs.info(r) for r in ctx.runs.run_ids()]
+    assert (info.run_id, info.status, info.actions) == (run_id, "incomplete", 0)
+    assert info.fix.startswith("async-off --query m:f")
+    assert ctx.runs.plan_of(run_id).driver == "async-off"
+    ckpt = ctx.loc
+    with pytest.raises(PlanError, match="--query m:f --resume"):
+        engine.resume(ckpt, ctx.runs.loc)
+    with pytest.raises(PlanError, match="nothing to restore; to go back to where it started, `ckptfix rollback .* 5`"):
+        engine.undo(ckpt, ctx.runs.loc, run_id)
+    again = _ctx(tmp_path)
+    ao._reopen(again, run_id)
+    assert again.done == {"preflight", "run"}
+    assert again.outcome.new_batches == [6, 7] and again.outcome.baseline["latest_commit"] == 5
+    assert again.outcome.query_id == "q-1"
+    other = _ctx(tmp_path)
+    other.spec = "other:f"
+    with pytest.raises(UsageError, match="expected --query m:f as in run"):
+        ao._reopen(other, run_id)
     again.finish("done")
-    assert Journal.latest_running(backup) is None
-    assert Journal.runs(backup) == [j.run_id]
+    assert ao._interrupted(ctx.runs) is None and ctx.runs.info(run_id).status == "complete"
+    failed = _ctx(tmp_path)
+    ao._open(failed)
+    failed.finish("no-data")
+    assert failed.run_id is not None and ctx.runs.info(failed.run_id).status == "failed"
+
+
+def test_the_idle_guard_knows_the_spark_runs_of_async_off(tmp_path: Path) -> None:
+    """Files Spark wrote while async-off ran the query are ckptfix's doing; a write after the run's journaled stop
+    is not."""
+    ctx = _ctx(tmp_path)
+    ao._open(ctx)
+    ckpt = ctx.loc
+    (tmp_path / "ck" / "commits").mkdir()
+    with pytest.raises(engine.LiveQuery, match="commits/0"):
+        (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")
+        engine.check_recent_writes(ckpt, ckpt.list_tree(), 120)
+    (tmp_path / "ck" / "commits" / "0").unlink()
+    ctx.journal(engine.SPARK_START, step="run")
+    (tmp_path / "ck" / "commits" / "0").write_text("v1\n{}")  # as Spark writes during the run
+    ctx.journal(engine.SPARK_STOP, step="run")
+    engine.check_recent_writes(ckpt, ckpt.list_tree(), 120, engine.own_writes(ctx.runs.loc))
+    import os
+    import time
+
+    later = time.time() + 5
+    (tmp_path / "ck" / "commits" / "1").write_text("v1\n{}")
+    os.utime(tmp_path / "ck" / "commits" / "1", (later, later))  # after the run stopped: someone else's
+    with pytest.raises(engine.LiveQuery, match="commits/1"):
+        engine.check_recent_writes(ckpt, ckpt.list_tree(), 120, engine.own_writes(ctx.runs.loc))
 
 
 def test_foreign_checkpoint_checks_on_a_real_checkpoint() -> None:
