@@ -214,11 +214,14 @@ def os_error_text(exc: OSError) -> str:
 
 
 def _bare_flags(command: Any, ctx: Any) -> None:
-    """An on/off flag takes no value: --help shows no type for it (typer >= 0.20 would show ``<bool>``)."""
+    """An on/off flag takes no value: --help shows no type for it (typer >= 0.20 would show ``<bool>``); an
+    argument is named in capitals in the usage line (``CHECKPOINT``, not typer's ``{checkpoint}``)."""
     for param in [*command.params, command.get_help_option(ctx)]:
         flag = param is not None and getattr(param, "is_flag", False) and not getattr(param, "count", False)
         if flag and param.metavar is None:
             param.metavar = ""
+        if param is not None and getattr(param, "param_type_name", "") == "argument" and param.metavar is None:
+            param.metavar = str(param.name).upper()
     for sub in getattr(command, "commands", {}).values():
         _bare_flags(sub, ctx)
 
@@ -238,6 +241,13 @@ class GuardedGroup(TyperGroup):
         _bare_flags(self, ctx)
         return super().get_params(ctx)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:  # ``ckptfix --help`` is printed while parsing
+        try:
+            return super().parse_args(ctx, args)
+        except BrokenPipeError:
+            stdout_gone()
+            raise typer.Exit(0) from None
+
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors click from 0.20 on)
         argv = [*getattr(ctx, "_protected_args", []), *ctx.args]
         fmt = Format.json if json_requested(argv) else Format.text
@@ -245,6 +255,9 @@ class GuardedGroup(TyperGroup):
             return super().invoke(ctx)
         except CkptfixError as exc:
             fail(fmt, str(exc), type(exc).__name__)
+        except BrokenPipeError:  # the reader of stdout (``| head``) left: end quietly, as the results do
+            stdout_gone()
+            raise typer.Exit(0) from None
         except OSError as exc:  # storage: FileNotFoundError, PermissionError, unreachable store
             fail(fmt, os_error_text(exc), type(exc).__name__)
         except KeyboardInterrupt:

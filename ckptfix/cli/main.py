@@ -32,6 +32,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=True,
+    rich_markup_mode=None,
 )
 app.command("inspect")(inspect_cmd.inspect)
 app.command("audit")(audit_cmd.audit)
@@ -72,6 +73,45 @@ def _cli_exceptions() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseE
     return tuple(exits), tuple(usage)
 
 
+#: what a value of each type the command line could not convert should have been (pydantic's error types)
+_EXPECTED = {
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_parsing": "a number",
+    "bool_parsing": "true or false",
+}
+
+
+def usage_message(exc: BaseException) -> str:
+    """A usage error as the rest of ckptfix words errors: ``--partition: expected an integer, found 'abc'``, not
+    typer's ``Invalid value for '--partition': Input should be a valid integer, unable to parse string as an
+    integer`` or ``Value error, 'x' is not one of ...``. Messages without a converted value stay as click made
+    them."""
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    param = getattr(exc, "param", None)
+    errors = getattr(exc.__cause__, "errors", None)
+    if param is None or not callable(errors):
+        return message
+    try:
+        first = errors()[0]
+        found = first["input"]
+        kind = str(first.get("type", ""))
+    except (IndexError, KeyError, TypeError, ValueError):
+        return message
+    name = max(getattr(param, "opts", None) or [str(getattr(param, "name", "?"))], key=len)
+    choices = getattr(getattr(param, "type", None), "choices", None)
+    if choices:
+        expected = "one of " + ", ".join(str(getattr(c, "value", c)) for c in choices)
+    elif kind == "value_error" and " is not one of " in str(first.get("msg", "")):  # an Enum option
+        listed = str(first["msg"]).split(" is not one of ", 1)[1].rstrip(".")
+        expected = "one of " + ", ".join(v.strip().strip("'") for v in listed.split(","))
+    elif kind in _EXPECTED:
+        expected = _EXPECTED[kind]
+    else:
+        return message
+    return f"{name}: expected {expected}, found {found!r}"
+
+
 def _safe_streams() -> None:
     """Text a checkpoint holds (a lone surrogate in JSON, undecodable bytes) is printed escaped, never cut."""
     for stream in (sys.stdout, sys.stderr):
@@ -98,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     except exits as exc:
         sys.exit(getattr(exc, "exit_code", 0))
     except usage as exc:  # usage errors: one line, exit 2
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        message = usage_message(exc)
         if json_requested(args):
             print(jsonout.error(message, "UsageError"))
         elif message.strip():  # no-args help has already been printed

@@ -98,7 +98,7 @@ def _reader(engine: str, changes: bool) -> Callable[..., Any]:
     if engine == "local":
         return read_changes if changes else read_state
     if engine != "spark":
-        raise UsageError(f"--engine must be local or spark, got {engine!r}")
+        raise UsageError(f"--engine: expected one of local, spark, found {engine!r}")
     from ckptfix import spark as spark_support
     from ckptfix.spark.state_engine import read_state_spark
 

@@ -132,3 +132,50 @@ def test_async_gap_fix_text_says_what_repair_plans() -> None:
     assert doc["latest_offset"] == doc["latest_commit"] == 31
     (action,) = doc["actions"]
     assert action["path"] == "offsets/30" and "copy of offsets/31" in action["reason"], action
+
+
+@pytest.mark.parametrize("command", ["", *registered(), "state", "offsets", "migrate"])
+def test_help_never_cuts_a_word_on_a_narrow_terminal(command: str) -> None:
+    """Issue 12: help on an 80-column terminal wraps; it never ends a word in "…" (rich's panels cut
+    ``left-keyToNumValu…`` and ``$CKPTFIX_STORAGE_…``)."""
+    proc = cli(*command.split(), "--help", COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout
+    if "--storage-option" in proc.stdout:
+        assert "$CKPTFIX_STORAGE_OPTIONS" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["audit", "{s}", "--fail-on", "bad"], "--fail-on: expected one of error, warning, info, never, found 'bad'"),
+        (["state", "read", "{s}", "-f", "xml"], "--format: expected one of jsonl, csv, parquet, json, found 'xml'"),
+        (["state", "read", "{s}", "--partition", "abc"], "--partition: expected an integer, found 'abc'"),
+        (["state", "read", "{s}", "--partition", "1.5"], "--partition: expected an integer, found '1.5'"),
+        (["repair", "{s}", "--idle-seconds", "zz"], "--idle-seconds: expected a number, found 'zz'"),
+        (["state", "read", "{s}", "--engine", "jvm"], "--engine: expected one of local, spark, found 'jvm'"),
+    ],
+)
+def test_a_value_the_command_line_cannot_convert_is_one_ckptfix_line(args: list[str], line: str) -> None:
+    """Not typer's ``Invalid value for '--fail-on': Value error, 'bogus' is not one of ...``."""
+    proc = cli(*[a.format(s=sample_checkpoint()) for a in args])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"ckptfix: error: {line}\n")
+
+
+@pytest.mark.parametrize("command", ["", "state read", "audit"])
+def test_help_into_a_closed_pipe_ends_quietly(command: str) -> None:
+    """``ckptfix state read --help | head -3``: the reader is gone before help is written; exit 0, no message
+    (it printed ``ckptfix: error: [Errno 32] Broken pipe``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ckptfix.cli.main", *command.split(), "--help"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (0, "")
