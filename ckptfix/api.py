@@ -28,6 +28,7 @@ from typing import Any
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import UsageError
+from ckptfix.progress import ProgressLike
 from ckptfix.repair.plan import Plan
 from ckptfix.storage import Location
 
@@ -55,12 +56,13 @@ def audit(
     sink_path: str | None = None,
     stateful: bool | None = None,
     session_conf: Mapping[str, str] | None = None,
+    progress: ProgressLike = None,
 ) -> Report:
     """The restart verdict (``report.verdict``: ``restarts`` True/False/None for unknown, ``headline``,
     ``error``) and every finding (``report.findings``), as ``ckptfix audit`` shows them.
 
     ``target_spark``: "3.5" ... "4.3" (default: the newest); ``session_conf``: confs of the session that
-    will restart the query (``--conf``)."""
+    will restart the query (``--conf``); ``progress``: see :mod:`ckptfix.progress`."""
     from ckptfix.audit.engine import audit as run_audit
 
     url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
@@ -73,6 +75,7 @@ def audit(
         stateful=stateful,
         checkpoint=ckpt,
         session_conf=session_conf,
+        progress=progress,
     )
 
 
@@ -107,7 +110,14 @@ class RepairPlan:
     def to_json(self) -> dict[str, Any]:
         return {"plan": self.plan.to_json(), "unfixed": list(self.unfixed)}
 
-    def apply(self, *, backup_url: str | None = None, force: bool = False, idle_seconds: float = 120) -> str:
+    def apply(
+        self,
+        *,
+        backup_url: str | None = None,
+        force: bool = False,
+        idle_seconds: float = 120,
+        progress: ProgressLike = None,
+    ) -> str:
         """Back up every file the plan changes, carry it out, journal each step; returns the run id
         (``ckptfix undo CKPT RUN`` restores every byte). Refuses while the checkpoint is being written
         (``force`` skips that check) and when a file changed since the plan was made."""
@@ -115,7 +125,7 @@ class RepairPlan:
 
         ckpt = Location(self.url, self.storage_options)
         backup = Location(backup_url or engine.default_backup_url(self.url), self.storage_options)
-        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
+        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds, progress=progress)
 
     def audit_after(self) -> Report:
         """Audit the checkpoint again (after :meth:`apply`)."""
@@ -170,14 +180,21 @@ class StatePlan:
         text.plan(self.plan, [], Console(file=buf, width=120, color_system=None))
         return buf.getvalue()
 
-    def apply(self, *, backup_url: str | None = None, force: bool = False, idle_seconds: float = 120) -> str:
+    def apply(
+        self,
+        *,
+        backup_url: str | None = None,
+        force: bool = False,
+        idle_seconds: float = 120,
+        progress: ProgressLike = None,
+    ) -> str:
         """Back up, write, journal; returns the run id (``ckptfix undo CKPT RUN`` restores every byte). Refuses
         while the query runs (``force`` skips that check) and when a file changed since the plan."""
         from ckptfix.repair import engine
 
         ckpt = Location(self.url, self.storage_options)
         backup = Location(backup_url or engine.default_backup_url(self.url), self.storage_options)
-        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
+        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds, progress=progress)
 
 
 def plan_state_delete(

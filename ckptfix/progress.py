@@ -1,35 +1,37 @@
-"""How long-running library calls report progress; the library never prints, the CLI renders.
+"""How long-running library calls report progress: one protocol, :class:`Progress`. The library never prints;
+the CLI (or a notebook) renders.
 
-Two shapes, one place:
+A call reports what fits its work: a scan whose size is known opens counted stages (``stage("listing", total)``
+then ``advance()``: audit, relocation); a run of few, named steps reports each (``step("wrote offsets/7")``: the
+repair engine's apply/undo/resume, provider migration, repartitioning, async-off, whose steps also carry data
+such as ``step="run", kind="batch", batch=7``). An implementation may ignore what it does not show.
 
-* :class:`Observer`: counted stages (``stage("listing", total)`` then ``advance()``), for scans whose size is
-  known (audit, relocation);
-* :data:`Messages`: one line per step (``"wrote offsets/7"``), for runs whose steps are few and named (the repair
-  engine's apply/undo/resume, provider migration, repartitioning).
-
-async-off reports typed events (``ckptfix.spark.async_off.Event``) through a callback of the :data:`Messages`
-shape but with an event instead of a string, because its steps carry data (batch ids, Spark's answers).
+Every call that reports progress takes ``progress=``: a :class:`Progress`, ``None`` (nothing is reported), or,
+for convenience, a plain callable that receives each step's message (``print``, ``list.append``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
-
-#: one line per step of a run
-Messages = Callable[[str], None]
+from typing import Any, Protocol, runtime_checkable
 
 
-class Observer(Protocol):
-    """Counted progress of a scan."""
+@runtime_checkable
+class Progress(Protocol):
+    """Where a library call reports how far it is."""
 
-    def stage(self, name: str, total: int | None = None) -> None: ...
+    def stage(self, name: str, total: int | None = None) -> None:
+        """A counted stage begins (``total`` items, or unknown)."""
 
-    def advance(self, n: int = 1) -> None: ...
+    def advance(self, n: int = 1) -> None:
+        """``n`` more items of the current stage are done."""
+
+    def step(self, message: str, **data: Any) -> None:
+        """One named step of a run is done or under way; ``data`` holds its details for machines."""
 
 
-class NullObserver:
-    """An observer that ignores everything (the default)."""
+class NullProgress:
+    """Reports nothing (the default); a base class for a Progress that shows only some of it."""
 
     def stage(self, name: str, total: int | None = None) -> None:
         pass
@@ -37,5 +39,33 @@ class NullObserver:
     def advance(self, n: int = 1) -> None:
         pass
 
+    def step(self, message: str, **data: Any) -> None:
+        pass
 
-__all__ = ["Messages", "NullObserver", "Observer"]
+
+class Lines(NullProgress):
+    """Each step's message handed to a callable; counted stages are not shown."""
+
+    def __init__(self, fn: Callable[[str], Any]) -> None:
+        self.fn = fn
+
+    def step(self, message: str, **data: Any) -> None:
+        self.fn(message)
+
+
+#: what ``progress=`` accepts
+ProgressLike = Progress | Callable[[str], Any] | None
+
+
+def progress_of(progress: ProgressLike) -> Progress:
+    """``progress=`` as a :class:`Progress`."""
+    if progress is None:
+        return NullProgress()
+    if isinstance(progress, Progress):
+        return progress
+    if callable(progress):
+        return Lines(progress)
+    raise TypeError(f"progress: expected a Progress, a callable or None, found {type(progress).__name__}")
+
+
+__all__ = ["Lines", "NullProgress", "Progress", "ProgressLike", "progress_of"]

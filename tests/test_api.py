@@ -104,3 +104,35 @@ def test_a_missing_path_is_python_s_file_not_found(tmp_path: Path) -> None:
 def test_python_dash_m() -> None:
     proc = subprocess.run([sys.executable, "-m", "ckptfix", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "audit" in proc.stdout
+
+
+def test_progress_is_one_protocol(tmp_path: Path) -> None:
+    """Issue 12: one progress protocol (ckptfix.progress.Progress) for every long call: the audit's counted
+    stages and the engine's steps reach the same object; a plain callable gets the steps' messages."""
+    from ckptfix.progress import NullProgress, Progress
+
+    class Record(NullProgress):
+        def __init__(self) -> None:
+            self.stages: list[str] = []
+            self.steps: list[str] = []
+
+        def stage(self, name: str, total: int | None = None) -> None:
+            self.stages.append(name)
+
+        def step(self, message: str, **data: object) -> None:
+            self.steps.append(message)
+
+    seen = Record()
+    assert isinstance(seen, Progress)
+    ckptfix.audit(str(SAMPLE), progress=seen)
+    assert seen.stages and seen.stages[0] == "listing"
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    plan = ckptfix.plan_repair(str(ckpt))
+    plan.apply(backup_url=str(tmp_path / "backup"), force=True, progress=seen)
+    lines: list[str] = []
+    (gap,) = [a for a in plan.plan.actions if a.rule == "LOG-ASYNC-GAP"]
+    assert any(gap.path in s for s in seen.steps)
+    again = ckptfix.plan_repair(str(shutil.copytree(SAMPLE, tmp_path / "again")))
+    again.apply(backup_url=str(tmp_path / "backup2"), force=True, progress=lines.append)
+    assert lines == seen.steps

@@ -212,8 +212,9 @@ def crash_undo(section: Section, name: str, target: Target, tmp: Path, max_point
 RELOCATE_CHILD = r"""
 import os, signal, sys
 from ckptfix.migrate.relocate import relocate
+from ckptfix.progress import NullProgress
 k = int(sys.argv[3])
-class Kill:
+class Kill(NullProgress):
     done = 0
     def stage(self, name, total=None):
         if k == 0:
@@ -223,7 +224,7 @@ class Kill:
         if Kill.done >= k:
             os.kill(os.getpid(), signal.SIGKILL)
 opts = {"client_kwargs": {"endpoint_url": sys.argv[4]}} if len(sys.argv) > 4 else None
-relocate(sys.argv[1], sys.argv[2], apply=True, dest_options=opts, observer=Kill())
+relocate(sys.argv[1], sys.argv[2], apply=True, dest_options=opts, progress=Kill())
 """
 
 

@@ -10,7 +10,7 @@ from ckptfix.audit.targets import SparkTarget
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
 from ckptfix.formats import commitlog, offsetlog
-from ckptfix.progress import NullObserver, Observer
+from ckptfix.progress import NullProgress, Progress
 from ckptfix.sinks import Sink
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class AuditContext:
     deep: bool = False
     sink: Sink | None = None
     stateful: bool | None = None  # None: infer from the files
-    observer: Observer = field(default_factory=NullObserver)
+    progress: Progress = field(default_factory=NullProgress)
     query: QueryShape | None = None  # audit --against: the new query, for the QUERY-* rules
     #: confs of the restarting session the user told (``--conf``): they decide where the offset log is silent
     session_conf: dict[str, str] = field(default_factory=dict)

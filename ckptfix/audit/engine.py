@@ -22,7 +22,7 @@ from ckptfix.audit.queryshape import QueryShape
 from ckptfix.audit.registry import CHECKS
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.progress import NullObserver, Observer
+from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.sinks import Sink, open_sink
 
 
@@ -45,7 +45,7 @@ def audit(
     deep: bool = False,
     sink_path: str | None = None,
     stateful: bool | None = None,
-    observer: Observer | None = None,
+    progress: ProgressLike = None,
     checkpoint: Checkpoint | None = None,
     query: QueryShape | None = None,
     session_conf: Mapping[str, str] | None = None,
@@ -53,7 +53,7 @@ def audit(
 ) -> Report:
     """``sink``: an already opened sink (e.g. as a rollback will leave it), instead of opening ``sink_path``."""
     target = parse_target(target_spark)
-    obs = observer or NullObserver()
+    obs = progress_of(progress)
     obs.stage("listing")
     ckpt = checkpoint or Checkpoint.open(url, storage_options)
     if sink_path is None and query is not None and query.sink.is_file:
@@ -62,7 +62,7 @@ def audit(
         sink = open_sink(sink_path, storage_options)
     session = {**(query.conf if query is not None else {}), **(session_conf or {})}
     ctx = AuditContext(
-        ckpt, target, deep=deep, sink=sink, stateful=stateful, observer=obs, query=query, session_conf=session
+        ckpt, target, deep=deep, sink=sink, stateful=stateful, progress=obs, query=query, session_conf=session
     )
     findings: list[Finding] = []
     skipped: list[Skipped] = []

@@ -620,7 +620,7 @@ def deep_logs(ctx: AuditContext) -> Iterator[Finding]:
             if (log_name, b) in tail:
                 continue
             _, exc = ctx.offset_or_error(b) if log_name == "offsets" else ctx.commit_or_error(b)
-            ctx.observer.advance()
+            ctx.progress.advance()
             if exc is not None:
                 yield LOG_OLD_UNREADABLE.finding(
                     f"{log_name}/{b} cannot be read: expected {exc.expected}, found {exc.found}",

@@ -517,11 +517,11 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     except (KeyError, IndexError, TypeError):
                         uid = None
                 checks.append((p, StoreCheck(ctx, store, N, provider, uid)))
-        ctx.observer.stage(f"state operator {op_id}: reading", total=None)
+        ctx.progress.stage(f"state operator {op_id}: reading", total=None)
         ck.prefetch([rel for _, sc in checks for rel in sc.planned()])
-        ctx.observer.stage(f"state operator {op_id}: verifying", total=len(checks))
+        ctx.progress.stage(f"state operator {op_id}: verifying", total=len(checks))
         for p, sc in checks:
-            ctx.observer.advance()
+            ctx.progress.advance()
             problem = sc.run()
             for note in sc.notes:
                 yield _as_finding(note)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import typer
 
@@ -60,7 +61,8 @@ def async_off(
     Exit 0: done (or the dry run would proceed); 1: not finished (no new data, check or verify failed);
     2: bad input or refused.
     """
-    from ckptfix.spark.async_off import Event, Options
+    from ckptfix.progress import NullProgress
+    from ckptfix.spark.async_off import Options
     from ckptfix.spark.async_off import async_off as run
 
     opts = storage_options(fmt, storage_option, endpoint_url)
@@ -68,16 +70,19 @@ def async_off(
     console = err()
     started = time.monotonic()
 
-    def show(ev: Event) -> None:
-        if quiet:
-            return
-        mark = {"fail": "FAIL ", "warn": "WARN ", "done": "ok   "}.get(ev.kind, "")
-        console.print(
-            f"[{time.monotonic() - started:6.1f}s] {ev.step:9} {mark}{ev.message}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+    class Steps(NullProgress):
+        """Each step of the sequence as one line on stderr, as it happens."""
+
+        def step(self, message: str, **data: Any) -> None:
+            if quiet:
+                return
+            mark = {"fail": "FAIL ", "warn": "WARN ", "done": "ok   "}.get(str(data.get("kind")), "")
+            console.print(
+                f"[{time.monotonic() - started:6.1f}s] {data.get('step', ''):9} {mark}{message}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
 
     options = Options(
         apply=do_apply,
@@ -93,7 +98,7 @@ def async_off(
         idle_seconds=idle_seconds,
         storage_options=opts,
     )
-    outcome = run(checkpoint, query, options, show)
+    outcome = run(checkpoint, query, options, Steps())
     if fmt is Format.json:
         emit(jsonout.document(async_off=outcome.to_json()))
     else:

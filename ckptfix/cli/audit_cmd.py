@@ -12,7 +12,7 @@ from ckptfix.cli.common import (
     Format,
     FormatOption,
     QuietOption,
-    RichObserver,
+    RichProgress,
     SinkOption,
     StatefulOption,
     StorageOption,
@@ -69,7 +69,7 @@ def audit(
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     session_conf = conf_pairs(conf)
-    with RichObserver(not quiet) as observer:
+    with RichProgress(not quiet) as observer:
         ckpt, query = _against(checkpoint, opts, against, master, session_conf)
         report = run_audit(
             checkpoint,
@@ -78,7 +78,7 @@ def audit(
             deep=deep,
             sink_path=sink,
             stateful=stateful,
-            observer=observer,
+            progress=observer,
             checkpoint=ckpt,
             query=query,
             session_conf=session_conf,

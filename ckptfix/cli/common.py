@@ -268,15 +268,16 @@ def storage_options(fmt: Format, pairs: list[str], endpoint: str | None) -> dict
     return parse_storage_options(pairs, endpoint)
 
 
-class RichObserver:
-    """Progress on stderr for long scans; silent when stderr is not a terminal."""
+class RichProgress:
+    """A :class:`ckptfix.progress.Progress` on stderr: a bar for counted stages, a line per step; silent when
+    stderr is not a terminal."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.progress: Progress | None = None
         self.task: Any = None
 
-    def __enter__(self) -> RichObserver:
+    def __enter__(self) -> RichProgress:
         if self.enabled:
             self.progress = Progress(
                 SpinnerColumn(),
@@ -304,3 +305,7 @@ class RichObserver:
     def advance(self, n: int = 1) -> None:
         if self.progress is not None and self.task is not None:
             self.progress.advance(self.task, n)
+
+    def step(self, message: str, **data: Any) -> None:
+        if self.progress is not None:
+            self.progress.console.print(message, highlight=False, markup=False, soft_wrap=True)

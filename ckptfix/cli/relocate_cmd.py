@@ -11,7 +11,7 @@ from ckptfix.cli.common import (
     Format,
     FormatOption,
     QuietOption,
-    RichObserver,
+    RichProgress,
     StorageOption,
     apply_option,
     emit,
@@ -62,7 +62,7 @@ def relocate(
     dest_opts: dict[str, Any] = src_opts
     if dest_storage_option or dest_endpoint_url:
         dest_opts = storage_options(fmt, dest_storage_option, dest_endpoint_url)
-    with RichObserver(not quiet) as observer:
+    with RichProgress(not quiet) as observer:
         plan = plan_relocation(
             source,
             dest,
@@ -72,10 +72,10 @@ def relocate(
             input_to=input_to,
             force=force,
             idle_seconds=idle_seconds,
-            observer=observer,
+            progress=observer,
         )
         if do_apply:
-            result = apply_relocation(plan, source_options=src_opts, dest_options=dest_opts, observer=observer)
+            result = apply_relocation(plan, source_options=src_opts, dest_options=dest_opts, progress=observer)
             doc = result.to_json()
         else:
             doc = {"plan": plan.to_json(), "applied": False}

@@ -52,7 +52,7 @@ from ckptfix.errors import (
 )
 from ckptfix.formats import codec, offsetlog, statefile, unsaferow
 from ckptfix.formats.statefile import Record
-from ckptfix.progress import Messages as Observer
+from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.state.read import ENCODING, ROW_CHECKSUM, Selection, select, store_chain
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
@@ -104,9 +104,9 @@ def plan_provider(
     changelog: bool | None = None,
     target_spark: str = NEWEST,
     storage_options: Mapping[str, Any] | None = None,
-    progress: Observer | None = None,
+    progress: ProgressLike = None,
 ) -> ProviderMigration:
-    say = progress or (lambda _msg: None)
+    say = progress_of(progress).step
     target = to.strip().lower()
     if target not in CLASSES:
         raise UsageError(f"--to: expected rocksdb or hdfs, found {to!r}")

@@ -47,7 +47,7 @@ from ckptfix.errors import (
     UsageError,
 )
 from ckptfix.formats import compactlog, filechecksum, hadoopcrc, opmeta
-from ckptfix.progress import NullObserver, Observer
+from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.storage import S3_SCHEMES, Entry, Location, split_url, uri_forms
 
 MARKER = "_ckptfix_relocate.json"
@@ -267,12 +267,12 @@ def plan_relocation(
     input_to: str | None = None,
     force: bool = False,
     idle_seconds: float = 120,
-    observer: Observer | None = None,
+    progress: ProgressLike = None,
 ) -> RelocationPlan:
     """Check everything and work out what to copy and what to rewrite. Reads SRC, lists DEST, writes nothing."""
     from ckptfix.repair.engine import LiveQuery, check_recent_writes
 
-    obs = observer or NullObserver()
+    obs = progress_of(progress)
     if (input_from is None) != (input_to is None):
         raise UsageError("--input-from and --input-to: expected both or neither, found only one")
     obs.stage("listing the source")
@@ -413,12 +413,12 @@ def apply_relocation(
     *,
     source_options: Mapping[str, Any] | None = None,
     dest_options: Mapping[str, Any] | None = None,
-    observer: Observer | None = None,
+    progress: ProgressLike = None,
     chunk_size: int = CHUNK,
     _fail_after: int | None = None,
 ) -> RelocationResult:
     """Carry the plan out into DEST (SRC is only read). ``_fail_after``: tests inject a crash after k files."""
-    obs = observer or NullObserver()
+    obs = progress_of(progress)
     started = time.monotonic()
     src = Location(plan.source, source_options)
     dst = Location(plan.dest, dest_options if dest_options is not None else source_options)
@@ -484,7 +484,7 @@ def relocate(
     input_to: str | None = None,
     force: bool = False,
     idle_seconds: float = 120,
-    observer: Observer | None = None,
+    progress: ProgressLike = None,
 ) -> RelocationResult:
     """Plan, and with ``apply`` carry out, the relocation of ``source`` to ``dest``."""
     plan = plan_relocation(
@@ -496,8 +496,8 @@ def relocate(
         input_to=input_to,
         force=force,
         idle_seconds=idle_seconds,
-        observer=observer,
+        progress=progress,
     )
     if not apply:
         return RelocationResult(plan)
-    return apply_relocation(plan, source_options=source_options, dest_options=dest_options, observer=observer)
+    return apply_relocation(plan, source_options=source_options, dest_options=dest_options, progress=progress)

@@ -40,10 +40,12 @@ from ckptfix.errors import (
     PreconditionFailed,
 )
 from ckptfix.formats import commitlog, metadata, offsetlog, opmeta
-from ckptfix.progress import Messages as Observer
+from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.repair.plan import Action, FileState, Plan, PlanError, loads, sha256
 from ckptfix.storage import OWN_TEMP, Location
 
+#: one step's message (the engine's internal view of :class:`ckptfix.progress.Progress`)
+Say = Callable[[str], None]
 RUNS = "runs"
 OBJECTS = "objects"
 LOCK = "lock"
@@ -377,7 +379,7 @@ def _inside_rel(child: str, parent: str) -> str | None:
     return child[len(base) :].rstrip("/") if child.startswith(base) else None
 
 
-def clean_own_temps(ckpt: Location, plan: Plan, say: Observer) -> None:
+def clean_own_temps(ckpt: Location, plan: Plan, say: Say) -> None:
     """Remove the temp files a killed ckptfix write left next to the plan's files (recognisable by name:
     ``.<name>.<uuid>.ckptfix.tmp``); nothing else is touched."""
     targets: dict[str, set[str]] = {}
@@ -478,10 +480,10 @@ def apply(
     *,
     force: bool = False,
     idle_seconds: float = 120,
-    progress: Observer | None = None,
+    progress: ProgressLike = None,
 ) -> str:
     """Carry a plan out. Returns the run id."""
-    say = progress or (lambda _m: None)
+    say = progress_of(progress).step
     if plan.empty:
         raise PlanError("the plan has no actions: nothing to apply")
     validate(plan, ckpt, backup)
@@ -492,7 +494,7 @@ def apply(
         return _apply(plan, ckpt, backup, say)
 
 
-def _apply(plan: Plan, ckpt: Location, backup: Location, say: Observer) -> str:
+def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
     now = current_states(ckpt, plan.actions)  # again, under the lock: another run may have just finished
     check_preconditions(ckpt, plan, now)
     baseline = _watched(ckpt)
@@ -549,7 +551,7 @@ STEP_CHUNK = 64
 
 
 def _run_steps(
-    runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Observer, before_last: Callable[[], None] | None = None
+    runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Say, before_last: Callable[[], None] | None = None
 ) -> None:
     for first in range(0, len(plan.actions), STEP_CHUNK):
         if before_last is not None and first + STEP_CHUNK >= len(plan.actions):
@@ -620,14 +622,14 @@ def driver_run(runs: Runs, run_id: str, plan: Plan, ckpt: Location, verb: str) -
     )
 
 
-def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: Observer | None = None) -> str:
+def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: ProgressLike = None) -> str:
     """Finish an interrupted apply (its stray temp files removed first)."""
     _any_run(ckpt, backup, "to resume")
     with locked(backup, "apply --resume"):
-        return _resume(ckpt, backup, run_id, progress or (lambda _m: None))
+        return _resume(ckpt, backup, run_id, progress_of(progress).step)
 
 
-def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Observer) -> str:
+def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Say) -> str:
     runs = Runs(backup)
     # the crash may have come after the last journal line: then the newest run is complete
     run_id = run_id or latest_run(runs, ("incomplete", "complete"), in_order=True)
@@ -659,7 +661,7 @@ def undo(
     ckpt: Location,
     backup: Location,
     run_id: str | None = None,
-    progress: Observer | None = None,
+    progress: ProgressLike = None,
     *,
     force: bool = False,
     idle_seconds: float = 120,
@@ -668,10 +670,10 @@ def undo(
     the run wrote (or is still untouched). Nothing changes if any check fails."""
     _any_run(ckpt, backup, "to undo")
     with locked(backup, "undo"):
-        return _undo(ckpt, backup, run_id, progress or (lambda _m: None), force, idle_seconds)
+        return _undo(ckpt, backup, run_id, progress_of(progress).step, force, idle_seconds)
 
 
-def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Observer, force: bool, idle_seconds: float) -> str:
+def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Say, force: bool, idle_seconds: float) -> str:
     runs = Runs(backup)
     run_id = run_id or latest_run(runs, ("complete", "incomplete", "undo-incomplete"))
     info = runs.info(run_id)

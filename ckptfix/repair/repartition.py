@@ -60,7 +60,7 @@ from ckptfix.errors import (
     UsageError,
 )
 from ckptfix.formats import commitlog, offsetlog, opmeta, sparkhash
-from ckptfix.progress import Messages as Observer
+from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
@@ -103,9 +103,9 @@ def plan_repartition(
     *,
     target_spark: str = "4.3",
     storage_options: Mapping[str, Any] | None = None,
-    progress: Observer | None = None,
+    progress: ProgressLike = None,
 ) -> Repartition:
-    say = progress or (lambda _msg: None)
+    say = progress_of(progress).step
     if partitions < 1:
         raise UsageError(f"--partitions must be >= 1, found {partitions}")
     ckpt = url if isinstance(url, Checkpoint) else Checkpoint.open(url, storage_options)

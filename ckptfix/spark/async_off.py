@@ -16,7 +16,8 @@ Query-module contract: ``MODULE:FUNCTION`` names an importable module (``pkg.mod
 (``path/to/job.py:build``); ``FUNCTION(spark)`` returns the UNSTARTED ``DataStreamWriter`` of the query as it
 ran (same sources, sink and trigger) without ``checkpointLocation``. It is called once per Spark run.
 
-Progress goes to an injected observer (events); the library never prints. The run is recorded in the repair
+Progress goes to ``progress`` (:class:`ckptfix.progress.Progress`): each event is a step whose data holds the
+step name, its kind and details; the library never prints. The run is recorded in the repair
 engine's journal (``<backup>/runs/<run-id>/``, by default ``<ckpt>/_ckptfix``), never among Spark's files: a plan
 with ``driver="async-off"`` and no file actions, one event per step, and the spans in which Spark ran the query
 (so that the idle guard of later commands knows those writes are ckptfix's). An interrupted run resumes from the
@@ -37,6 +38,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ckptfix.errors import AsyncRefused, CkptfixError, ForeignCheckpoint, Interrupted, UsageError
+from ckptfix.progress import Progress, ProgressLike, progress_of
 from ckptfix.repair.engine import SPARK_START, SPARK_STOP
 from ckptfix.spark.async_rules import foreign_checkpoint, inspect_writer, refusals, same_location
 from ckptfix.spark.usercode import QueryModuleError, build_writer, first_line, load_function
@@ -61,9 +63,6 @@ class Event:
     message: str
     data: dict[str, Any] = field(default_factory=dict)
     at: float = field(default_factory=time.time)
-
-
-Observer = Callable[[Event], None]
 
 
 @dataclass
@@ -135,7 +134,7 @@ class _Ctx:
     loc: Any  # Location of the checkpoint
     runs: Any  # repair.engine.Runs of the backup location
     outcome: Outcome
-    observer: Observer | None
+    progress: Progress
     run_id: str | None = None
     done: set[str] = field(default_factory=set)
     spark: Any = None
@@ -146,8 +145,7 @@ class _Ctx:
     def emit(self, step: str, kind: str, message: str, **data: Any) -> None:
         ev = Event(step, kind, message, data)
         self.outcome.events.append(ev)
-        if self.observer is not None:
-            self.observer(ev)
+        self.progress.step(message, step=step, kind=kind, **data)
 
     def journal(self, event: str, **data: Any) -> None:
         if self.run_id is not None:
@@ -550,7 +548,7 @@ def _live(message: str) -> CkptfixError:
 
 
 # -- the sequence ----------------------------------------------------------------------------------------------
-def async_off(url: str, query: str, options: Options | None = None, observer: Observer | None = None) -> Outcome:
+def async_off(url: str, query: str, options: Options | None = None, progress: ProgressLike = None) -> Outcome:
     """Run (or, without ``options.apply``, plan) the documented sequence on checkpoint ``url``."""
     from ckptfix.repair.engine import Runs, default_backup_url, locked
     from ckptfix.storage import Location
@@ -563,7 +561,7 @@ def async_off(url: str, query: str, options: Options | None = None, observer: Ob
     loc = Location(url, opts.storage_options)
     backup = Location(opts.backup_dir or default_backup_url(loc.url), opts.storage_options)
     outcome = Outcome("planned", loc.url, query, applied=opts.apply)
-    ctx = _Ctx(loc.url, query, opts, loc, Runs(backup), outcome, observer)
+    ctx = _Ctx(loc.url, query, opts, loc, Runs(backup), outcome, progress_of(progress))
     pending = _interrupted(ctx.runs) if opts.apply or opts.resume else None
     if opts.resume:
         if pending is None:
