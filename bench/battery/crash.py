@@ -4,7 +4,7 @@ again). Clean = the tree is sha256-identical to the finished result (resume) and
 no stray file (hidden files and ckptfix's temp files count; only ckptfix's own `_ckptfix/` store is left out).
 
 The plans and their real checkpoints are the suite's (tests/repair/test_crash_every_plan.py: PLANS); the
-engine's own test hook (CKPTFIX_TEST_CRASH_AFTER) ends the process with os._exit after its n-th durable write.
+engine's own test hook (CKPTFIX_TEST_CRASH_AFTER) kills the process with SIGKILL after its n-th durable write.
 Relocation has no engine run: its child is killed with SIGKILL from its progress observer after each file."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,7 +153,7 @@ def crash_plan(section: Section, name: str, target: Target, tmp: Path, step: int
             got = target.tree(url)
             section.case(got == after, {**case, "failure": f"uninterrupted apply differs: {_diff(got, after)}"})
             break
-        if code != 137:
+        if code != -signal.SIGKILL:
             section.case(False, {**case, "failure": f"apply exited {code}, not killed: {err}"})
             break
         points += 1
@@ -195,7 +196,7 @@ def crash_undo(section: Section, name: str, target: Target, tmp: Path, max_point
             got = target.tree(url)
             section.case(got == before, {**case, "failure": f"undo differs: {_diff(got, before)}"})
             break
-        if code != 137:
+        if code != -signal.SIGKILL:
             section.case(False, {**case, "failure": f"undo exited {code}, not killed: {err}"})
             break
         rc, out = _cli(["undo", url, "--force", *target.extra()], target.env())
@@ -277,6 +278,47 @@ S3_PLANS = ("async_gap", "rollback_to_3", "state_rebuild_rocksdb", "migrate_prov
 STEPS = {"async_gap_truncate": 3, "migrate_provider_to_rocksdb": 5, "migrate_provider_to_hdfs": 5}
 
 
+#: the kill sweeps that need live Spark are tests of the suite (which samples them); here every point runs
+SPARK_SWEEPS = {
+    "async-off": (
+        "tests/spark_async/test_async_off_crash_live.py",
+        {"CKPTFIX_ASYNC_CRASH_POINTS": ",".join(map(str, range(1, 10)))},
+    ),
+    "rollback --with-sink": (
+        "tests/repair/test_rollback_with_sink.py::test_a_kill_at_any_write_of_either_run_is_recovered",
+        {"CKPTFIX_CRASH_STEP": "1"},
+    ),
+}
+
+
+def crash_spark(section: Section, tmp: Path) -> None:
+    """The sweeps of :data:`SPARK_SWEEPS` through pytest (they need the suite's Spark session and fixtures); one
+    case per test case pytest reports."""
+    import xml.etree.ElementTree as ET
+
+    for label, (target, env) in SPARK_SWEEPS.items():
+        report = tmp / f"{label.split()[0]}.xml"
+        proc = subprocess.run(
+            [PY, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", target, f"--junitxml={report}"],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            cwd=corpus.ROOT,
+        )
+        cases = ET.parse(report).getroot().iter("testcase") if report.exists() else iter(())
+        seen = 0
+        for case in cases:
+            seen += 1
+            bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+            section.case(
+                bad is None,
+                {"plan": label, "case": case.get("name"), "failure": (bad.get("message") or "")[:300] if bad else ""},
+            )
+        if seen == 0:
+            section.case(False, {"plan": label, "failure": f"pytest exit {proc.returncode}: {proc.stdout[-300:]}"})
+
+
 def run(quick: bool, s3: Any | None) -> Section:
     section = Section("crash: kill -9 at every write")
     started = time.monotonic()
@@ -297,6 +339,7 @@ def run(quick: bool, s3: Any | None) -> Section:
             crash_undo(section, "rollback_to_3", Target(), sub("undo-rollback"), None)
             crash_undo(section, "state_rebuild_rocksdb", Target(), sub("undo-rebuild"), None)
             crash_relocate(section, Target(), sub("relocate"), 3, None)
+            crash_spark(section, sub("spark"))
             if s3 is not None:
                 for name in S3_PLANS:  # every 3rd write: moto takes ~20 s a crash point here
                     crash_plan(section, name, Target(s3), sub(f"s3-{name}"), STEPS.get(name, 1) * 3, None)
@@ -305,6 +348,7 @@ def run(quick: bool, s3: Any | None) -> Section:
     section.figures = {
         "seconds": round(time.monotonic() - started, 1),
         "plans_local": names if not quick else ["async_gap"],
+        "spark_sweeps": list(SPARK_SWEEPS) if not quick else [],
         "plans_s3": list(S3_PLANS) if (s3 is not None and not quick) else [],
     }
     return section

@@ -20,6 +20,7 @@ import json
 import os
 import posixpath
 import re
+import signal
 import socket
 import time
 import uuid
@@ -49,7 +50,7 @@ Say = Callable[[str], None]
 RUNS = "runs"
 OBJECTS = "objects"
 LOCK = "lock"
-#: test hook: the process dies (os._exit) right after this many durable writes of a run
+#: test hook: the process is killed (SIGKILL) right after this many durable writes of a run
 CRASH_ENV = "CKPTFIX_TEST_CRASH_AFTER"
 
 
@@ -63,16 +64,27 @@ def _now() -> str:
 
 
 class _Crash:
+    """The crash hook's count of durable writes: one per process, so that a command made of several runs
+    (``rollback --with-sink``: the sink's, then the checkpoint's) can be killed at any of its writes."""
+
+    _process: _Crash | None = None
+
     def __init__(self) -> None:
         raw = os.environ.get(CRASH_ENV)
         self.left = int(raw) if raw and raw.isdigit() else None
+
+    @classmethod
+    def of_process(cls) -> _Crash:
+        if cls._process is None:
+            cls._process = cls()
+        return cls._process
 
     def tick(self) -> None:
         if self.left is None:
             return
         self.left -= 1
         if self.left <= 0:
-            os._exit(137)  # like kill -9: no cleanup, no flush beyond what is already durable
+            os.kill(os.getpid(), signal.SIGKILL)  # kill -9 itself: no cleanup, no flush of anything
 
 
 @dataclass
@@ -91,7 +103,7 @@ class Runs:
 
     def __init__(self, backup: Location) -> None:
         self.loc = backup
-        self.crash = _Crash()
+        self.crash = _Crash.of_process()
 
     # -- objects ----------------------------------------------------------------------------
     def store_object(self, data: bytes) -> str:

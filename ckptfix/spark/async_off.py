@@ -222,16 +222,18 @@ def _interrupted(runs: Any) -> str | None:
 
 
 def _reopen(ctx: _Ctx, run_id: str) -> None:
-    """Continue ``run_id``: what its journal says was found and done."""
+    """Continue ``run_id``: what its plan and journal say was found and done. A run killed right after its plan
+    was written (no ``start`` event yet) resumes like a new one, with the baseline its plan holds."""
     o = ctx.outcome
+    plan = ctx.runs.plan_of(run_id)
     events = ctx.runs.events(run_id)
     start: dict[str, Any] = next((e for e in events if e["event"] == "start"), {})
-    if start.get("query") != ctx.spec:
+    if start and start.get("query") != ctx.spec:
         raise UsageError(f"--resume: expected --query {start.get('query')} as in run {run_id}, found {ctx.spec}")
     ctx.run_id = o.run_id = run_id
     o.applied = True
-    o.baseline = dict(start.get("baseline") or {})
-    o.query_id = start.get("query_id")
+    o.baseline = {"latest_offset": plan.latest_offset, "latest_commit": plan.latest_commit}
+    o.query_id = plan.query_id
     o.findings_before = list(start.get("findings_before") or [])
     for e in events:
         if e["event"] == "step" and e.get("status") == "done":
@@ -259,7 +261,7 @@ def _open(ctx: _Ctx) -> None:
         driver=DRIVER,
     )
     ctx.run_id = o.run_id = ctx.runs.new_run(plan)
-    ctx.journal("start", query=ctx.spec, baseline=o.baseline, query_id=o.query_id, findings_before=o.findings_before)
+    ctx.journal("start", query=ctx.spec, findings_before=o.findings_before)
 
 
 def _now() -> str:

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def test_recovery_removes_own_temp_files(setup: tuple[Path, Location, Location, 
     plan_file = Path(backup.url).parent / "plan.json"
     plan_file.write_text(plan.dumps())
     proc = subprocess.run([sys.executable, "-c", code, str(plan_file), loc.url, backup.url], env=env, cwd=ROOT)
-    assert proc.returncode == 137
+    assert proc.returncode == -signal.SIGKILL
     # what a kill between a temp file's fsync and its rename leaves next to a file the plan writes
     target = ckpt / plan.actions[0].path
     stray = target.parent / f".{target.name}.{uuid.uuid4()}.ckptfix.tmp"

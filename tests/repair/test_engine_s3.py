@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -53,7 +54,7 @@ def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int
     env = {**os.environ, ENV_STORAGE_OPTIONS: json.dumps(opts), engine.CRASH_ENV: str(crash_after)}
     cmd = [sys.executable, "-m", "ckptfix.cli.main"]
     proc = subprocess.run([*cmd, "apply", str(plan_file), "--force"], env=env, capture_output=True, text=True)
-    assert proc.returncode == 137, proc.stderr
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
     del env[engine.CRASH_ENV]
     proc = subprocess.run([*cmd, "apply", "--resume", url], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
