@@ -462,7 +462,7 @@ def analyze(
     duplicates: int = 0,
 ) -> Advice:
     if concurrency is not None and concurrency < 1:
-        raise UsageError(f"--concurrency must be at least 1, found {concurrency}")
+        raise UsageError(f"--concurrency: expected at least 1, found {concurrency}")
     if query is not None:
         events = [e for e in events if query in (e.query_id, e.run_id, e.name)]
         if not events:

@@ -107,7 +107,7 @@ def plan_repartition(
 ) -> Repartition:
     say = progress_of(progress).step
     if partitions < 1:
-        raise UsageError(f"--partitions must be >= 1, found {partitions}")
+        raise UsageError(f"--partitions: expected at least 1, found {partitions}")
     ckpt = url if isinstance(url, Checkpoint) else Checkpoint.open(url, storage_options)
     if not ckpt.state.operators:
         raise RepartitionRefused(f"{ckpt.display('state')} holds no state store (a stateless query?)")

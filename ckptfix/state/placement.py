@@ -46,7 +46,7 @@ class Placement:
     def partition(self, key: Mapping[str, Any], num_partitions: int) -> int:
         """The partition Spark gives a decoded key (a dict keyed by :attr:`StructType.keys`)."""
         if num_partitions < 1:
-            raise UsageError(f"a partition count must be >= 1, found {num_partitions}")
+            raise UsageError(f"a partition count: expected at least 1, found {num_partitions}")
         values = [key[k] for k in self.key.keys[: self.width]]
         return sparkhash.hash_row(values, self.columns) % num_partitions
 

@@ -158,7 +158,7 @@ def select(
         raise UsageError("give --batch or --version, not both (version N is the state after batch N-1)")
     if version is not None:
         if version < 1:
-            raise UsageError(f"--version must be >= 1 (version 0 is the empty state), got {version}")
+            raise UsageError(f"--version: expected at least 1 (version 0 is the empty state), found {version}")
         batch = version - 1
     if batch is None:
         batch = ckpt.commits.latest
@@ -167,7 +167,7 @@ def select(
                 ckpt.display("commits"), 0, "a committed batch to read the state of", "none", kind="no-commits"
             )
     if batch < 0:
-        raise UsageError(f"--batch must be >= 0, got {batch}")
+        raise UsageError(f"--batch: expected at least 0, found {batch}")
     latest = ckpt.commits.latest
     if latest is not None and batch > latest:
         raise UsageError(
@@ -197,7 +197,7 @@ def select(
     info = operator_info(ckpt, op, batch)
     if join_side is not None:
         if join_side not in JOIN_SIDES:
-            raise UsageError(f"--join-side must be left or right, got {join_side!r}")
+            raise UsageError(f"--join-side: expected one of left, right, found {join_side!r}")
         if not info.is_join:
             raise UsageError(
                 f"operator {operator} is not a stream-stream join ({info.name or 'stores ' + ', '.join(info.stores)})"
@@ -611,7 +611,7 @@ def read_changes(
     )
     _decodable(sel)
     if from_batch < 0 or from_batch > sel.batch:
-        raise UsageError(f"--from must be between 0 and the end batch {sel.batch}, got {from_batch}")
+        raise UsageError(f"--from: expected a batch from 0 to the end batch {sel.batch}, found {from_batch}")
     read = StateRead(sel, [], iter(()))
     sch = sel.info.column_families[sel.state_var] if sel.state_var is not None else _schema(sel, sel.store_name)
     kind = _var_kind(sel)

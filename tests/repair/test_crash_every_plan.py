@@ -5,11 +5,13 @@ uninterrupted apply reaches, and `undo` (on a copy of the crashed state) the ori
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,9 @@ from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.planning import plan_repair
 from ckptfix.repair.rebuild import plan_rebuild
+from ckptfix.repair.repartition import plan_repartition
 from ckptfix.repair.rollback import plan_rollback
+from ckptfix.repair.surgery import plan_state_delete, plan_state_put
 from ckptfix.storage import Location
 from tests.repair.test_fixes_logs import ROUND_TRIPS, extract
 from tests.support.trees import tree
@@ -38,6 +42,24 @@ def _rollback(tmp: Path) -> Path:
 
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _tarred(tar_path: Path) -> Any:
+    """A checkpoint Spark wrote, from its committed archive (``ckpt/`` inside), plus a state-put rows file beside
+    it: a new key (k9, placed by Spark's hash partitioning) and a stored key (k1) with a new value."""
+
+    def setup(tmp: Path) -> Path:
+        with tarfile.open(tar_path) as tar:
+            tar.extractall(tmp, filter="data")
+        rows = [
+            {"key": {"key": "k9"}, "value": {"count": 1, "sum": 9}},
+            {"key": {"key": "k1"}, "value": {"count": 7, "sum": 7}},
+        ]
+        (tmp / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return tmp / "ckpt"
+
+    return setup
 
 
 def _state(name: str) -> Any:
@@ -58,6 +80,18 @@ PLANS: dict[str, tuple[Any, Any]] = {
     "state_rebuild_hdfs_prune": (_state("hdfs"), lambda c: plan_rebuild(str(c), version=3, prune=True, retain=1).plan),
     "state_rebuild_rocksdb": (_state("rocksdb"), lambda c: plan_rebuild(str(c), version=3).plan),
     "migrate_provider_to_rocksdb": (_rollback, lambda c: plan_provider(str(c), "rocksdb", target_spark="3.5").plan),
+    "state_delete_rocksdb_cl": (
+        _tarred(FIXTURES / "spark-4.2.1" / "agg_rocksdb_cl.tar.gz"),
+        lambda c: plan_state_delete(str(c), where="key = 'k4'").plan,
+    ),
+    "state_put_hdfs": (
+        _tarred(FIXTURES / "spark-4.2.1" / "agg_hdfs.tar.gz"),
+        lambda c: plan_state_put(str(c), rows_file=str(c.parent / "rows.jsonl")).plan,
+    ),
+    "state_repartition_join": (
+        _tarred(FIXTURES / "matrix" / "4.3.0" / "join.tar.gz"),
+        lambda c: plan_repartition(str(c), 3).plan,
+    ),
     "migrate_provider_to_hdfs": (
         lambda t: extract("agg_rocksdb_cl", t / "x")[0],
         lambda c: plan_provider(str(c), "hdfs", target_spark="3.5").plan,
@@ -66,7 +100,12 @@ PLANS: dict[str, tuple[Any, Any]] = {
 #: the exit status of a process the crash hook killed
 KILLED = -signal.SIGKILL
 # a plan that touches many files: crash points are sampled (every write is covered by the others)
-SAMPLED = {"async_gap_truncate": 7, "migrate_provider_to_rocksdb": 9, "migrate_provider_to_hdfs": 9}
+SAMPLED = {
+    "state_repartition_join": 3,
+    "async_gap_truncate": 7,
+    "migrate_provider_to_rocksdb": 9,
+    "migrate_provider_to_hdfs": 9,
+}
 
 
 def _apply_crashing(plan_file: Path, n: int) -> int:
