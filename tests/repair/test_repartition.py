@@ -126,7 +126,7 @@ def test_refusals_are_one_line_exit_2(tmp_path: Path) -> None:
         return lines[0]
 
     assert "already has" in refused(str(ckpt), "--partitions", current)
-    assert ">= 1" in refused(str(ckpt), "--partitions", "0")
+    assert "--partitions: expected at least 1, found 0" in refused(str(ckpt), "--partitions", "0")
     assert "no such file" in refused(str(tmp_path / "nope"), "--partitions", "3")
     assert _digest(ckpt) == original
 
