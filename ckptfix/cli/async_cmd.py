@@ -25,7 +25,7 @@ from ckptfix.cli.common import (
     out,
     storage_options,
 )
-from ckptfix.render import jsonout
+from ckptfix.render import jsonout, text
 
 
 def async_off(
@@ -102,17 +102,6 @@ def async_off(
     if fmt is Format.json:
         emit(jsonout.document(async_off=outcome.to_json()))
     else:
-        c = out()
-        if outcome.status == "planned":
-            c.print("dry run: nothing was started. With --apply ckptfix would:", highlight=False)
-            steps: list[str] = next((list(e.data["steps"]) for e in outcome.events if e.data.get("steps")), [])
-            for i, s in enumerate(steps, 2):
-                c.print(f"  {i}. {s}", highlight=False, markup=False, soft_wrap=True)
-        else:
-            c.print(f"async-off {outcome.status} (run {outcome.run_id})", highlight=False)
-            if outcome.new_batches:
-                c.print(f"new batches: {', '.join(map(str, outcome.new_batches))}", highlight=False)
-        if not outcome.ok and outcome.offline:
-            c.print(f"offline alternative: {outcome.offline}", highlight=False, markup=False, soft_wrap=True)
+        text.async_off(outcome, out())
     if not outcome.ok:
         raise typer.Exit(1)

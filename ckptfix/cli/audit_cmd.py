@@ -137,8 +137,4 @@ def rules(fmt: Format = FormatOption, quiet: bool = QuietOption) -> None:
     if fmt is Format.json:
         emit(jsonout.rules(RULES.values()))
         return
-    console = out()
-    for r in RULES.values():
-        console.print(f"[bold]{r.id}[/] ({r.severity}) {r.title}", highlight=False)
-        console.print(f"  {r.docs}", highlight=False, soft_wrap=True)
-        console.print(f"  fix: {r.fix}", highlight=False, soft_wrap=True)
+    text.rules(RULES.values(), out())

@@ -21,7 +21,7 @@ from ckptfix.cli.common import (
     out,
     storage_options,
 )
-from ckptfix.render import jsonout
+from ckptfix.render import jsonout, text
 
 DestStorageOption = typer.Option(
     [],
@@ -86,33 +86,6 @@ def relocate(
 
 
 def _text(doc: dict[str, Any], applied: bool, quiet: bool) -> None:
-    p = doc["plan"]
-    console = out()
-    say = lambda s: console.print(s, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
-    say(f"relocate {p['source']} -> {p['dest']}" + ("  (resuming an interrupted relocation)" if p["resume"] else ""))
-    say(f"  copy {p['files']} files, {p['bytes']:,} bytes")
-    data = [r for r in p["rewrites"] if r["changes"]]
-    sidecars = len(p["rewrites"]) - len(data)
-    if not data:
-        say(
-            "  rewrite nothing: no file holds the checkpoint's location"
-            + (" or the input's" if p["input_from"] else "")
-        )
-    for r in data:
-        say(f"  rewrite {r['path']}: {r['reason']}")
-        for old, new in r["changes"][:3]:
-            say(f"      {old}\n   -> {new}")
-        if len(r["changes"]) > 3:
-            say(f"      ... {len(r['changes']) - 3} more")
-    if sidecars:
-        say(f"  regenerate {sidecars} checksum sidecars of rewritten files")
-    for w in p["warnings"]:
-        say(f"  warning: {w}")
-    if applied:
-        say(
-            f"done: {doc['files_copied']} copied, {doc['files_rewritten']} rewritten, "
-            f"{doc['files_already_there']} already there, {doc['bytes_copied']:,} bytes in {doc['seconds']:.1f} s; "
-            f"restart the query with checkpointLocation={p['dest_uri']}"
-        )
-    else:
+    text.relocation(doc, applied, out())
+    if not applied:
         note(quiet, "dry run: nothing written; add --apply to relocate")

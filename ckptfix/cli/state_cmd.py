@@ -38,7 +38,7 @@ from ckptfix.cli.common import (
     storage_options,
 )
 from ckptfix.errors import CkptfixError, UsageError
-from ckptfix.render import jsonout
+from ckptfix.render import jsonout, text
 from ckptfix.storage import parse_storage_options
 
 T = TypeVar("T")
@@ -261,32 +261,7 @@ def ls(
     if fmt is Format.json:
         emit(jsonout.document(**listing.to_json()))
     else:
-        console = out()
-        say = lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
-        say(f"State of {listing.checkpoint} (last committed batch {listing.last_committed_batch})")
-        if not listing.operators:
-            say("  no state (a stateless query, or state/ is gone)")
-        for op in listing.operators:
-            name = f" {op.name}" if op.name else ""
-            say(
-                f"operator {op.operator}{name}: {op.provider}, {op.num_partitions} partitions, "
-                f"stores {', '.join(op.stores)}"
-            )
-            if op.state_variables:
-                say(f"  column families: {', '.join(op.state_variables)}")
-            for p in op.partitions:
-                store = "" if p.store == "default" else f" {p.store}"
-                state = f"version {p.target}: {p.chain}" if p.problem is None else f"CANNOT LOAD: {p.problem}"
-                say(f"  partition {p.partition}{store}: loadable {p.to_json()['loadable'] or 'none'}; {state}")
-                if p.older:
-                    label = "versions" if "-" in p.older else "version"
-                    say(f"    {label} {p.older}: no files (cleaned up by Spark's retention, or the partition is newer)")
-                for span, path in p.unloadable.items():
-                    label = "versions" if "-" in span else "version"
-                    say(f"    {label} {span} cannot load: {path} is missing")
-                for span, why in p.broken.items():
-                    label = "versions" if "-" in span else "version"
-                    say(f"    {label} {span} cannot load: {why}")
+        text.state_listing(listing, out())
     if not listing.ok:
         raise typer.Exit(1)
 

@@ -191,3 +191,87 @@ def offsets_export(result: OffsetsExport, console: Console) -> None:
         elif not s.options:
             say(f"  offset {raw}")
         say(f"  note: {s.note}")
+
+
+def _lines(console: Console) -> Any:
+    return lambda s: console.print(s, highlight=False, markup=False, soft_wrap=True)
+
+
+def rules(items: Any, console: Console) -> None:
+    """``ckptfix rules``: id, severity and title, what the rule means, its fix."""
+    for r in items:
+        console.print(f"[bold]{r.id}[/] ({r.severity}) {r.title}", highlight=False)
+        console.print(f"  {r.docs}", highlight=False, soft_wrap=True)
+        console.print(f"  fix: {r.fix}", highlight=False, soft_wrap=True)
+
+
+def state_listing(listing: Any, console: Console) -> None:
+    """``ckptfix state ls``: operators, stores, partitions and the versions each can load."""
+    say = _lines(console)
+    say(f"State of {listing.checkpoint} (last committed batch {listing.last_committed_batch})")
+    if not listing.operators:
+        say("  no state (a stateless query, or state/ is gone)")
+    for op in listing.operators:
+        name = f" {op.name}" if op.name else ""
+        stores = ", ".join(op.stores)
+        say(f"operator {op.operator}{name}: {op.provider}, {op.num_partitions} partitions, stores {stores}")
+        if op.state_variables:
+            say(f"  column families: {', '.join(op.state_variables)}")
+        for p in op.partitions:
+            store = "" if p.store == "default" else f" {p.store}"
+            state = f"version {p.target}: {p.chain}" if p.problem is None else f"CANNOT LOAD: {p.problem}"
+            say(f"  partition {p.partition}{store}: loadable {p.to_json()['loadable'] or 'none'}; {state}")
+            if p.older:
+                label = "versions" if "-" in p.older else "version"
+                say(f"    {label} {p.older}: no files (cleaned up by Spark's retention, or the partition is newer)")
+            for span, path in p.unloadable.items():
+                label = "versions" if "-" in span else "version"
+                say(f"    {label} {span} cannot load: {path} is missing")
+            for span, why in p.broken.items():
+                label = "versions" if "-" in span else "version"
+                say(f"    {label} {span} cannot load: {why}")
+
+
+def relocation(doc: dict[str, Any], applied: bool, console: Console) -> None:
+    """``ckptfix migrate relocate``: what is copied and rewritten, and (applied) what was done."""
+    p = doc["plan"]
+    say = _lines(console)
+    say(f"relocate {p['source']} -> {p['dest']}" + ("  (resuming an interrupted relocation)" if p["resume"] else ""))
+    say(f"  copy {p['files']} files, {p['bytes']:,} bytes")
+    data = [r for r in p["rewrites"] if r["changes"]]
+    sidecars = len(p["rewrites"]) - len(data)
+    if not data:
+        also = " or the input's" if p["input_from"] else ""
+        say(f"  rewrite nothing: no file holds the checkpoint's location{also}")
+    for r in data:
+        say(f"  rewrite {r['path']}: {r['reason']}")
+        for old, new in r["changes"][:3]:
+            say(f"      {old}\n   -> {new}")
+        if len(r["changes"]) > 3:
+            say(f"      ... {len(r['changes']) - 3} more")
+    if sidecars:
+        say(f"  regenerate {sidecars} checksum sidecars of rewritten files")
+    for w in p["warnings"]:
+        say(f"  warning: {w}")
+    if applied:
+        say(
+            f"done: {doc['files_copied']} copied, {doc['files_rewritten']} rewritten, "
+            f"{doc['files_already_there']} already there, {doc['bytes_copied']:,} bytes in {doc['seconds']:.1f} s; "
+            f"restart the query with checkpointLocation={p['dest_uri']}"
+        )
+
+
+def async_off(outcome: Any, console: Console) -> None:
+    """``ckptfix async-off``: the steps a dry run would take, or how the run ended."""
+    say = _lines(console)
+    if outcome.status == "planned":
+        say("dry run: nothing was started. With --apply ckptfix would:")
+        steps: list[str] = next((list(e.data["steps"]) for e in outcome.events if e.data.get("steps")), [])
+        for i, s in enumerate(steps, 2):
+            say(f"  {i}. {s}")
+    else:
+        say(f"async-off {outcome.status} (run {outcome.run_id})")
+        if outcome.new_batches:
+            say(f"new batches: {', '.join(map(str, outcome.new_batches))}")
+    if not outcome.ok and outcome.offline:
+        say(f"offline alternative: {outcome.offline}")
