@@ -82,6 +82,8 @@ def spark_bases(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callabl
 
 #: fixtures that start a JVM (the live session, or a Spark 3.5 interpreter run as a subprocess)
 SPARK_FIXTURES = frozenset({"spark", "spark_bases", "spark_version", "py35"})
+#: the fixtures of the one in-process SparkSession
+LIVE_SESSION = frozenset({"spark", "spark_bases", "spark_version"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -93,3 +95,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("tests that start Spark without @pytest.mark.spark: " + ", ".join(unmarked))
+    # pytest-xdist (``-n 2 --dist loadgroup``): every test of the live session runs in one worker, so the suite
+    # still starts one SparkSession; the other tests go by module (a module's fixtures are built once)
+    for item in items:
+        live = LIVE_SESSION & set(getattr(item, "fixturenames", ()))
+        item.add_marker(pytest.mark.xdist_group("spark-session" if live else item.nodeid.split("::")[0]))
