@@ -233,6 +233,68 @@ def plan_state_put(
     return StatePlan(result.plan, url, opts)
 
 
+@dataclass
+class RepartitionPlan(StatePlan):
+    """``ckptfix state repartition``: the repartition batch, and with ``sink_path`` the file sink's entry for it
+    (a second plan, on the sink). Nothing is written until :meth:`apply`."""
+
+    sink_plan: Plan | None = None
+    sink: str | None = None
+    #: the sink's run id, once :meth:`apply` ran it
+    sink_run: str | None = None
+
+    def apply(
+        self,
+        *,
+        backup_url: str | None = None,
+        force: bool = False,
+        idle_seconds: float = 120,
+        progress: ProgressLike = None,
+        sink_backup_url: str | None = None,
+    ) -> str:
+        """The checkpoint's run, then (``sink_path``) the sink's; returns the checkpoint's run id (the sink's is
+        ``self.sink_run``). A failure between them leaves the sink without its entry: plan again to write it."""
+        from ckptfix.repair import engine
+
+        run_id = (
+            ""
+            if self.plan.empty
+            else super().apply(backup_url=backup_url, force=force, idle_seconds=idle_seconds, progress=progress)
+        )
+        if self.sink_plan is not None and self.sink is not None and not self.sink_plan.empty:
+            sink = Location(self.sink, self.storage_options)
+            backup = Location(sink_backup_url or engine.default_backup_url(self.sink), self.storage_options)
+            self.sink_run = engine.apply(
+                self.sink_plan, sink, backup, force=force, idle_seconds=idle_seconds, progress=progress
+            )
+        return run_id
+
+
+def plan_repartition(
+    ckpt_or_url: Checkpoint | str,
+    partitions: int,
+    *,
+    sink_path: str | None = None,
+    sink_compact_interval: int = 10,
+    target_spark: str = "4.3",
+    storage_options: Mapping[str, Any] | None = None,
+) -> RepartitionPlan:
+    """``ckptfix state repartition``: move the state of the last committed batch into ``partitions`` partitions
+    (docs/state-repartition.md); ``sink_path``: the query's file sink, which gets its entry for that batch."""
+    from ckptfix.repair.repartition import plan_repartition as make_plan
+
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    result = make_plan(
+        ckpt,
+        partitions,
+        target_spark=target_spark,
+        storage_options=opts,
+        sink_path=sink_path,
+        sink_compact_interval=sink_compact_interval,
+    )
+    return RepartitionPlan(result.plan, url, opts, sink_plan=result.sink_plan, sink=result.sink)
+
+
 #: the keywords of :func:`read_state` beyond its own: the options of ``ckptfix state read``
 READ_OPTIONS = frozenset(
     {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten"}

@@ -120,6 +120,19 @@ class SinkRollbackRefused(CkptfixError):
         super().__init__(f"cannot roll the file sink back to batch {batch}: {reason}")
 
 
+class SinkEntryRefused(CkptfixError):
+    """The file sink cannot be given an entry for the batch (the message says why)."""
+
+    def __init__(self, batch: int, reason: str) -> None:
+        self.batch = batch
+        super().__init__(f"cannot write the file sink's entry for batch {batch}: {reason}")
+
+
+class RepartitionInterrupted(CkptfixError):
+    """``state repartition --sink``: the checkpoint's run is done, the sink's failed; the message says how to
+    finish or undo."""
+
+
 class RepartitionRefused(CkptfixError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"cannot repartition the state: {reason}")

@@ -61,13 +61,15 @@ def carry_out(
     audit_after: Callable[[], Report],
     aims_at_restart: bool = True,
     extra_json: dict[str, Any] | None = None,
+    then: Callable[[str | None], dict[str, Any]] | None = None,
 ) -> str | None:
     """What every planning command does with its plan: save it, apply it if asked (then audit
     again), and show it. A run exits 1 when its result does not audit as restartable and the plan
     aimed at a restart (repair, rollback), or, for plans that only keep a restart possible (state
     rebuild, provider migration), when the checkpoint audited as restartable before the run and
-    does not after it. ``extra_json``: more fields of the JSON document (rollback --with-sink's sink run).
-    Returns the run id (None when nothing was applied)."""
+    does not after it. ``extra_json``: more fields of the JSON document (rollback --with-sink's sink run);
+    ``then(run_id)``: a second step after this plan's run and its display (state repartition --sink's sink run),
+    whose fields join the JSON document. Returns the run id (None when nothing was applied)."""
     if plan_out is not None:
         write_out(plan_out, plan.dumps().encode())
     run_id = None
@@ -78,13 +80,18 @@ def carry_out(
         before = None if aims_at_restart else audit_after().verdict
         run_id = engine.apply(plan, ckpt, backup, force=force, idle_seconds=idle_seconds)
         verdict = audit_after().verdict
+    extra = dict(extra_json or {})
     if fmt is Format.json:
-        emit(jsonout.plan(plan, unfixed, run_id, verdict, **(extra_json or {})))
+        if then is not None:
+            extra.update(then(run_id))
+        emit(jsonout.plan(plan, unfixed, run_id, verdict, **extra))
     else:
         console = out()
         text.plan(plan, unfixed, console, run_id)
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+        if then is not None:
+            then(run_id)
     worse = verdict is not None and verdict.restarts is not True
     if worse and not aims_at_restart:
         worse = before is not None and before.restarts is True
@@ -97,6 +104,32 @@ def carry_out(
             soft_wrap=True,
         )
         raise typer.Exit(1)
+    return run_id
+
+
+def run_sink_plan(
+    plan: Plan,
+    sink_url: str,
+    opts: dict[str, Any],
+    fmt: Format,
+    do_apply: bool,
+    backup_dir: str | None,
+    force: bool,
+    idle_seconds: float,
+    nothing: str = "The sink {sink} needs no change.",
+) -> str | None:
+    """A second plan, on the query's sink (``rollback --with-sink``, ``state repartition --sink``): shown (text),
+    applied with --apply through the repair engine with its own backup and journal; its run id."""
+    run_id = None
+    if do_apply and not plan.empty:
+        backup = Location(backup_dir or engine.default_backup_url(sink_url), opts)
+        run_id = engine.apply(plan, Location(sink_url, opts), backup, force=force, idle_seconds=idle_seconds)
+    if fmt is not Format.json:
+        console = out()
+        if plan.empty:
+            console.print(nothing.format(sink=sink_url), highlight=False)
+        else:
+            text.plan(plan, [], console, run_id)
     return run_id
 
 

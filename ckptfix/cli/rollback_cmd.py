@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -25,13 +24,9 @@ from ckptfix.cli.common import (
     out,
     storage_options,
 )
-from ckptfix.cli.repair_cmd import carry_out
+from ckptfix.cli.repair_cmd import carry_out, run_sink_plan
 from ckptfix.errors import CkptfixError, RollbackInterrupted
-from ckptfix.render import text
-from ckptfix.repair import engine
-from ckptfix.repair.plan import Plan
 from ckptfix.repair.rollback import plan_rollback
-from ckptfix.storage import Location
 
 
 def rollback(
@@ -87,7 +82,17 @@ def rollback(
     if result.sink_plan is not None and result.sink is not None:
         # the sink first: a crash before the checkpoint's run leaves a sink behind the checkpoint (SINK-BEHIND:
         # nothing re-planned is skipped, and the same command finishes the job), never one ahead (SINK-AHEAD)
-        sink_run = _sink_run(result.sink_plan, result.sink, opts, fmt, do_apply, sink_backup_dir, force, idle_seconds)
+        sink_run = run_sink_plan(
+            result.sink_plan,
+            result.sink,
+            opts,
+            fmt,
+            do_apply,
+            sink_backup_dir,
+            force,
+            idle_seconds,
+            "The file sink {sink} holds no batch to roll back.",
+        )
         extra = {"sink_plan": result.sink_plan.to_json(), "sink_applied_run": sink_run}
     if result.into is not None:
         note(
@@ -131,27 +136,3 @@ def rollback(
             "(undo the checkpoint first, then the sink)",
             highlight=False,
         )
-
-
-def _sink_run(
-    plan: Plan,
-    sink_url: str,
-    opts: dict[str, Any],
-    fmt: Format,
-    do_apply: bool,
-    backup_dir: str | None,
-    force: bool,
-    idle_seconds: float,
-) -> str | None:
-    """Show the file sink's plan (text), apply it with --apply through the repair engine; its run id."""
-    run_id = None
-    if do_apply and not plan.empty:
-        backup = Location(backup_dir or engine.default_backup_url(sink_url), opts)
-        run_id = engine.apply(plan, Location(sink_url, opts), backup, force=force, idle_seconds=idle_seconds)
-    if fmt is not Format.json:
-        console = out()
-        if plan.empty:
-            console.print(f"The file sink {sink_url} holds no batch to roll back.", highlight=False)
-        else:
-            text.plan(plan, [], console, run_id)
-    return run_id

@@ -41,15 +41,19 @@ def is_compaction_batch(batch_id: int, interval: int) -> bool:
 
 
 def derive_compact_interval(compaction_ids: list[int], default: int = 10) -> int:
-    """The interval an existing log was written with (``deriveCompactInterval``): the gap
-    between the two newest compaction batches, else the default."""
+    """The interval Spark uses for an existing log (``CompactibleFileStreamLog.compactInterval``): the gap between
+    the two newest compaction batches; with one compaction batch b, Spark's ``deriveCompactInterval``: b+1 when
+    it is at most the default, else the first divisor of b+1 from the default up to (b+1)/2, else b+1 (so a
+    log whose only compact file is ``19.compact`` continues with interval 20 under the default 10); with none,
+    the default (``spark.sql.streaming.file{Source,Sink}.log.compactInterval``, 10)."""
     ids = sorted(compaction_ids)
     if len(ids) >= 2:
         return ids[-1] - ids[-2]
     if len(ids) == 1:
-        # one compaction at b means (b+1) % interval == 0; the default wins if it fits
         n = ids[0] + 1
-        if n % default == 0:
-            return default
+        if n <= default:
+            return n
+        if default < n // 2:
+            return next(i for i in [*range(default, n // 2 + 1), n] if n % i == 0)
         return n
     return default

@@ -64,6 +64,8 @@ from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
+from ckptfix.repair.sink_entry import DEFAULT_COMPACT_INTERVAL, plan_sink_entry
+from ckptfix.sinks import open_sink
 from ckptfix.state.decode import Decoder, column_family_of
 from ckptfix.state.placement import placement, tws_grouping
 from ckptfix.state.read import ENCODING, Selection, select, store_chain
@@ -95,6 +97,9 @@ class Repartition:
     before: int  # partitions before
     after: int  # partitions after
     stores: list[StoreMove]
+    #: ``--sink OUT``: the plan that gives the file sink its entry for batch N (applied after ``plan``), and where
+    sink_plan: Plan | None = None
+    sink: str | None = None
 
 
 def plan_repartition(
@@ -104,7 +109,12 @@ def plan_repartition(
     target_spark: str = "4.3",
     storage_options: Mapping[str, Any] | None = None,
     progress: ProgressLike = None,
+    sink_path: str | None = None,
+    sink_compact_interval: int = DEFAULT_COMPACT_INTERVAL,
 ) -> Repartition:
+    """Plan the move into ``partitions`` partitions. ``sink_path``: the query's file sink (its output path), which
+    then gets an entry for the repartition batch (:mod:`ckptfix.repair.sink_entry`); ``sink_compact_interval``: the
+    query's ``spark.sql.streaming.fileSink.log.compactInterval`` (used when the sink's log has no compact file)."""
     say = progress_of(progress).step
     if partitions < 1:
         raise UsageError(f"--partitions: expected at least 1, found {partitions}")
@@ -134,7 +144,20 @@ def plan_repartition(
     if recorded is None or not recorded.strip().isdigit():
         raise RepartitionRefused(f"{where}: expected {SHUFFLE_PARTITIONS} recorded, found {recorded!r}")
     current = int(recorded)
+    sink = open_sink(sink_path, storage_options) if sink_path is not None else None
+    if sink is not None and sink.delta is None and sink.log.latest is None:
+        raise RepartitionRefused(
+            f"--sink {sink_path}: expected a file sink (_spark_metadata) or a Delta table, found neither"
+        )
     if current == partitions:
+        if sink is not None and sink.delta is None and sink.log.latest == last - 1:
+            # the checkpoint was repartitioned as batch `last` and the sink's entry is still to write (a run
+            # interrupted between the two): finish it
+            done = PlanBuilder(ckpt, target_spark).build(
+                f"nothing: batch {last} already moved the state into {partitions} partitions", [], []
+            )
+            sink_entry = plan_sink_entry(sink, last, target_spark, sink_compact_interval, "the repartition batch")
+            return Repartition(done, last, last + 1, current, partitions, [], sink_entry, sink_path)
         raise RepartitionRefused(f"{where}: the query already has {partitions} partitions ({SHUFFLE_PARTITIONS})")
     n = last + 1
     builder = PlanBuilder(ckpt, target_spark)
@@ -186,10 +209,21 @@ def plan_repartition(
         f"state version {n + 1} from the new snapshots",
         f"batch {n} reads no input and writes no output (its offsets are those of batch {last}); no batch is re-run",
         "the state content is the same; each key is in the partition Spark's hash partitioning gives it",
-        f"a file sink (_spark_metadata) gets no entry for batch {n}: Spark fails when its log next compacts across "
-        f"batch {n} (BATCH_METADATA_NOT_FOUND, seen live; Spark's runner leaves the same gap); do not use this "
-        "on a query that writes to a file sink",
     ]
+    sink_plan: Plan | None = None
+    if sink is None:
+        effects.append(
+            f"a file sink (_spark_metadata) gets no entry for batch {n}: Spark fails when its log next compacts "
+            f"across batch {n} (BATCH_METADATA_NOT_FOUND, seen live; Spark's runner leaves the same gap): for a "
+            "query that writes to a file sink, give its output path with --sink OUT"
+        )
+    elif sink.delta is not None:
+        effects.append(
+            f"the Delta sink needs no entry for batch {n}: it skips a batch id at or below the largest it committed"
+        )
+    else:
+        sink_plan = plan_sink_entry(sink, n, target_spark, sink_compact_interval, "the repartition batch")
+        effects.append(f"then the file sink at {sink_path} gets its entry for batch {n} (a second run, on the sink)")
     if partitions < current:
         effects.append(
             f"partitions {partitions}..{current - 1} keep their old files and get an empty version {n + 1}: "
@@ -200,7 +234,8 @@ def plan_repartition(
         + ", ".join(f"{p}:{c}" for p, c in sorted(m.placed.items()))
         for m in moves
     ]
-    return Repartition(builder.build(fix, [RULE], effects, notes), n, n + 1, current, partitions, moves)
+    plan = builder.build(fix, [RULE], effects, notes)
+    return Repartition(plan, n, n + 1, current, partitions, moves, sink_plan, sink_path)
 
 
 def _operator_metadata_v2(

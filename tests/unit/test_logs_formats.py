@@ -103,6 +103,15 @@ def test_compact_log_and_interval() -> None:
     assert compactlog.derive_compact_interval([4, 9]) == 5
 
 
+def test_one_compact_file_gives_sparks_derived_interval() -> None:
+    """CompactibleFileStreamLogSuite "deriveCompactInterval": (default 5, compact 4) -> 5, (default 4, compact 9)
+    -> 5 ("first divisor of 10 greater than 4"); the scaladoc's example: default 5 and 11.compact -> 6. ckptfix
+    returned 10 for the second (it took b+1 unless the default divided it)."""
+    assert compactlog.derive_compact_interval([4], default=5) == 5
+    assert compactlog.derive_compact_interval([9], default=4) == 5
+    assert compactlog.derive_compact_interval([11], default=5) == 6
+
+
 def test_hadoop_crc_matches_a_real_sidecar() -> None:
     # .1.delta.crc observed: 63726300 00000200 9442726d == zlib.crc32 of the file
     data = b"some bytes" * 100
