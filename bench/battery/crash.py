@@ -273,9 +273,23 @@ def crash_relocate(section: Section, target: Target, tmp: Path, step: int, max_p
 
 
 #: plans run on S3 too (one of every kind; the local run covers every plan)
-S3_PLANS = ("async_gap", "rollback_to_3", "state_rebuild_rocksdb", "migrate_provider_to_hdfs", "metadata_truncated")
+S3_PLANS = (
+    "async_gap",
+    "rollback_to_3",
+    "state_rebuild_rocksdb",
+    "migrate_provider_to_hdfs",
+    "metadata_truncated",
+    "state_delete_rocksdb_cl",
+    "state_put_hdfs",
+    "state_repartition_join",
+)
 #: crash points taken from big plans (every write is covered by the smaller ones)
-STEPS = {"async_gap_truncate": 3, "migrate_provider_to_rocksdb": 5, "migrate_provider_to_hdfs": 5}
+STEPS = {
+    "async_gap_truncate": 3,
+    "migrate_provider_to_rocksdb": 5,
+    "migrate_provider_to_hdfs": 5,
+    "state_repartition_join": 3,
+}
 
 
 #: the kill sweeps that need live Spark are tests of the suite (which samples them); here every point runs
