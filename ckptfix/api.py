@@ -33,6 +33,22 @@ from ckptfix.repair.plan import Plan
 from ckptfix.storage import Location
 
 
+def _apply(
+    plan: Plan,
+    url: str,
+    opts: Mapping[str, Any],
+    backup_url: str | None,
+    force: bool,
+    idle_seconds: float,
+    progress: ProgressLike,
+) -> str:
+    """Carry ``plan`` out on ``url`` through the repair engine (backup in ``backup_url`` or the default)."""
+    from ckptfix.repair import engine
+
+    backup = Location(backup_url or engine.default_backup_url(url), opts)
+    return engine.apply(plan, Location(url, opts), backup, force=force, idle_seconds=idle_seconds, progress=progress)
+
+
 def open_checkpoint(url: str, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
     """List a checkpoint once; :class:`~ckptfix.errors.NotACheckpoint` when ``url`` holds none."""
     return Checkpoint.open(url, storage_options)
@@ -121,11 +137,8 @@ class RepairPlan:
         """Back up every file the plan changes, carry it out, journal each step; returns the run id
         (``ckptfix undo CKPT RUN`` restores every byte). Refuses while the checkpoint is being written
         (``force`` skips that check) and when a file changed since the plan was made."""
-        from ckptfix.repair import engine
 
-        ckpt = Location(self.url, self.storage_options)
-        backup = Location(backup_url or engine.default_backup_url(self.url), self.storage_options)
-        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds, progress=progress)
+        return _apply(self.plan, self.url, self.storage_options, backup_url, force, idle_seconds, progress)
 
     def audit_after(self) -> Report:
         """Audit the checkpoint again (after :meth:`apply`)."""
@@ -190,11 +203,8 @@ class StatePlan:
     ) -> str:
         """Back up, write, journal; returns the run id (``ckptfix undo CKPT RUN`` restores every byte). Refuses
         while the query runs (``force`` skips that check) and when a file changed since the plan."""
-        from ckptfix.repair import engine
 
-        ckpt = Location(self.url, self.storage_options)
-        backup = Location(backup_url or engine.default_backup_url(self.url), self.storage_options)
-        return engine.apply(self.plan, ckpt, backup, force=force, idle_seconds=idle_seconds, progress=progress)
+        return _apply(self.plan, self.url, self.storage_options, backup_url, force, idle_seconds, progress)
 
 
 def plan_state_delete(
@@ -254,7 +264,6 @@ class RepartitionPlan(StatePlan):
     ) -> str:
         """The checkpoint's run, then (``sink_path``) the sink's; returns the checkpoint's run id (the sink's is
         ``self.sink_run``). A failure between them leaves the sink without its entry: plan again to write it."""
-        from ckptfix.repair import engine
 
         run_id = (
             ""
@@ -262,10 +271,8 @@ class RepartitionPlan(StatePlan):
             else super().apply(backup_url=backup_url, force=force, idle_seconds=idle_seconds, progress=progress)
         )
         if self.sink_plan is not None and self.sink is not None and not self.sink_plan.empty:
-            sink = Location(self.sink, self.storage_options)
-            backup = Location(sink_backup_url or engine.default_backup_url(self.sink), self.storage_options)
-            self.sink_run = engine.apply(
-                self.sink_plan, sink, backup, force=force, idle_seconds=idle_seconds, progress=progress
+            self.sink_run = _apply(
+                self.sink_plan, self.sink, self.storage_options, sink_backup_url, force, idle_seconds, progress
             )
         return run_id
 

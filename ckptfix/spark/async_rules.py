@@ -114,8 +114,8 @@ def inspect_writer(writer: Any) -> WriterInfo:
 
 
 def _qualified(path: str | None, spark_version: str) -> str:
-    """The sink path as FileStreamSink prints it: 4.3.0 qualifies a local path (``file:/tmp/x``, seen live),
-    3.5.9 prints it as given (shared/reference spark-behaviour-observed.md §4)."""
+    """The sink path as FileStreamSink prints it: 4.3.0 qualifies a local path (``/data/out`` as ``file:/data/out``,
+    seen live), 3.5.9 prints it as given (shared/reference spark-behaviour-observed.md §4)."""
     if path is None:
         return "None"
     if spark_version.startswith("3.") or urlparse(path).scheme:
