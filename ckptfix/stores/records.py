@@ -395,6 +395,49 @@ def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -
     return segments
 
 
+def _lengths_be(arr: Any) -> Any:
+    """The byte length of every element of a binary array as a 4-byte big-endian binary array."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(arr)
+    lens = np.diff(numpy_of_offsets(arr)).astype(">i4")
+    offsets = np.arange(0, 4 * n + 1, 4, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(lens.tobytes())])
+
+
+def snapshot_bytes(segments: list[tuple[Any, Any]]) -> bytes:
+    """The uncompressed HDFS ``N.snapshot`` of (key rows, value rows) segments of compact Arrow
+    binary arrays, built in bulk: ``keyLen key valueLen value`` (int32 big-endian lengths) per
+    pair, then the end marker -1; the bytes :func:`ckptfix.formats.statefile.dump_snapshot`
+    writes for the same pairs."""
+    import pyarrow.compute as pc
+
+    parts: list[bytes] = []
+    for keys, values in segments:
+        if not len(keys):
+            continue
+        joined = pc.binary_join_element_wise(_lengths_be(keys), keys, _lengths_be(values), values, b"")
+        offsets = numpy_of_offsets(joined)
+        parts.append(joined.buffers()[2].to_pybytes()[int(offsets[0]) : int(offsets[-1])])
+    parts.append(statefile.INT.pack(statefile.END))
+    return b"".join(parts)
+
+
+def prefixed_pairs(segments: list[tuple[Any, Any]], prefix: bytes, chunk: int = 65536) -> Iterator[tuple[bytes, bytes]]:
+    """The pairs of (key rows, value rows) segments as Python bytes, ``prefix`` put before every
+    key and value (RocksDB's state encoding version byte), ``chunk`` pairs converted at a time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    head = pa.scalar(prefix, type=pa.binary())
+    for keys, values in segments:
+        for at in range(0, len(keys), chunk):
+            ks = pc.binary_join_element_wise(head, keys.slice(at, chunk), b"").to_pylist()
+            vs = pc.binary_join_element_wise(head, values.slice(at, chunk), b"").to_pylist()
+            yield from zip(ks, vs, strict=True)
+
+
 def slices(data: Any, starts: Any, lens: Any, arrow_type: Any = None) -> Any | None:
     """The byte ranges ``data[starts[i] : starts[i] + lens[i]]`` (in ascending, non-overlapping
     order) as one compact Arrow binary array: a binary array over ``data`` whose elements are the

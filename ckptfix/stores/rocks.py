@@ -36,6 +36,7 @@ the read (FormatError kind ``unmerged-operands``), never a silently short iterat
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import posixpath
 import re
@@ -465,13 +466,12 @@ def build_snapshot(
         wo.disable_wal = True
         db = rd.Rdict(db_dir, opts)
         try:
-            batch = rd.WriteBatch(raw_mode=True)
-            for key, value in items:
-                batch.put(bytes(key), bytes(value))
-                if batch.len() >= BATCH:
-                    db.write(batch, wo)
-                    batch = rd.WriteBatch(raw_mode=True)
-            if not batch.is_empty():
+            pending = iter(items)
+            while chunk := list(itertools.islice(pending, BATCH)):
+                batch = rd.WriteBatch(raw_mode=True)
+                put = batch.put
+                for key, value in chunk:
+                    put(key if type(key) is bytes else bytes(key), value if type(value) is bytes else bytes(value))
                 db.write(batch, wo)
             db.flush()
             rd.Checkpoint(db).create_checkpoint(ck_dir)
