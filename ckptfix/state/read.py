@@ -630,77 +630,189 @@ def read_changes(
         read.schemas.update({"key": sch.key, "value": sch.value})
     read.schemas["partition_id"] = IntegerType()
     read.columns = list(read.schemas)
-    read.make_rows = lambda one, r: _changes(one, from_batch, r)
-    read.rows = _changes(sel, from_batch, read)
+    read.make_rows = lambda one, r: Changes(one, from_batch, r)
+    read.rows = Changes(sel, from_batch, read)
     return read
 
 
-def _changes(sel: Selection, from_batch: int, read: StateRead) -> Iterator[dict[str, Any]]:
-    step_kind = chains.STEP_KIND[sel.provider]
-    for part in sel.partitions:
-        store = _store(sel, part, sel.store_name)
-        cf_id: int | None = None
-        if sel.state_var is not None:
-            sch = sel.info.column_families[sel.state_var]
-            cf_id = _cf_mapping(sel, store).get(sel.state_var)
-            if cf_id is None:
+class Changes(Iterator[dict[str, Any]]):
+    """The rows of :func:`read_changes`: an iterator of dicts, as :class:`Rows`; :meth:`batches` gives
+    the changes of a plain store's files as Arrow record batches decoded in bulk."""
+
+    def __init__(self, sel: Selection, from_batch: int, read: StateRead) -> None:
+        self.selection, self.from_batch, self.read = sel, from_batch, read
+        self._rows: Iterator[dict[str, Any]] | None = None
+
+    def __iter__(self) -> Changes:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._rows is None:
+            self._rows = _changes(self.selection, self.from_batch)
+        return next(self._rows)
+
+    def batches(self) -> Iterator[Any]:
+        """Per file of the feed either ``pyarrow.RecordBatch`` es (the columns of :func:`read_changes`, at most
+        :data:`BATCH_ROWS` rows each) decoded in bulk, or, where that does not apply (transformWithState,
+        row checksums, nested or large-decimal fields, prefix-scan keys, anything irregular), lists of at most
+        :data:`BATCH_ROWS` row dicts, as iterating gives. The same rows in the same order either way."""
+        sel = self.selection
+        for part in sel.partitions:
+            feed = _partition_feed(sel, part)
+            if feed is None:
                 continue
-        else:
-            sch = _schema(sel, sel.store_name)
-        dec = Decoder(
-            sch,
-            sel.provider,
-            sel.ckpt.display(store.rel),
-            column_family=cf_id is not None,
-            delimiter=sel.delimiter,
-            row_checksum=sel.row_checksum and sel.provider == "rocksdb",
-        )
-        kind = _var_kind(sel)
-        for version in range(from_batch + 1, sel.batch + 2):
-            index = sel.info.stores.index(store.store) if store.store in sel.info.stores else 0
-            uid = _unique_id(sel, index, part, version) if sel.provider == "rocksdb" else None
-            entries = store.versions(step_kind).get(version, [])
-            uids = [u for u, _ in entries]
-            if uid is None and uids:
-                uid = uids[0]
-            if uid not in uids:
-                rel = f"{store.rel}/{version}{'_' + uid if uid else ''}.{step_kind}"
-                raise chains.missing(store, rel, f"the change feed of batch {version - 1}")
-            step = chains.Step(
-                f"{store.rel}/{chains.layout.state_file_name(version, step_kind, uid)}", step_kind, version, uid
-            )
-            path = records.inner(sel.ckpt, step.rel, sel.codec)
-            for rec in records.file_records(sel.ckpt, step, sel.codec, store.checksums):
-                if cf_id is not None and column_family_of(rec.key) != cf_id:
+            for version in range(self.from_batch + 1, sel.batch + 2):
+                step = _feed_step(sel, feed.store, part, version)
+                columnar = _columnar_changes(sel, feed, step, self.read)
+                if columnar is not None:
+                    yield from columnar
                     continue
-                key_bytes = rec.key
-                if sel.row_checksum and sel.provider == "hdfs":
-                    key_bytes = key_bytes[records.ROW_CHECKSUM_BYTES :] if rec.value is None else key_bytes
-                raw = None
-                if rec.value is not None:
-                    raw = rec.value
-                    if sel.provider == "hdfs":  # RocksDB values carry theirs inside (the decoder's job)
-                        raw = rec.value[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.value
-                        raw = records.trim_value(raw)
-                key = dec.key(key_bytes, path, rec.offset + 4)
-                head = {"batch_id": version - 1, "change_type": CHANGE_TYPE[rec.op]}
-                at = rec.offset + 8 + len(rec.key)
-                if kind == "ListState":
-                    elements = [None] if raw is None else dec.values(raw, path, at)
-                    for element in elements:
-                        yield {**head, "key": key, "list_element": element, "partition_id": part}
-                elif kind == "MapState":
-                    value = None if raw is None else dec.value(raw, path, at)
-                    yield {
-                        **head,
-                        "key": key["key"],
-                        "user_map_key": key["userKey"],
-                        "user_map_value": value,
-                        "partition_id": part,
-                    }
-                else:
-                    value = None if raw is None else dec.value(raw, path, at)
-                    yield {**head, "key": key, "value": value, "partition_id": part}
+                chunk: list[dict[str, Any]] = []
+                for row in _file_changes(sel, feed, step):
+                    chunk.append(row)
+                    if len(chunk) >= BATCH_ROWS:
+                        yield chunk
+                        chunk = []
+                if chunk:
+                    yield chunk
+
+
+@dataclass
+class _Feed:
+    """How the change feed of one partition's store is decoded."""
+
+    part: int
+    store: StoreDir
+    sch: StoreSchema
+    dec: Decoder
+    kind: str | None
+    cf_id: int | None
+
+
+def _partition_feed(sel: Selection, part: int) -> _Feed | None:
+    """None: the state variable has no column family in this partition (no changes to show)."""
+    store = _store(sel, part, sel.store_name)
+    cf_id: int | None = None
+    if sel.state_var is not None:
+        sch = sel.info.column_families[sel.state_var]
+        cf_id = _cf_mapping(sel, store).get(sel.state_var)
+        if cf_id is None:
+            return None
+    else:
+        sch = _schema(sel, sel.store_name)
+    dec = Decoder(
+        sch,
+        sel.provider,
+        sel.ckpt.display(store.rel),
+        column_family=cf_id is not None,
+        delimiter=sel.delimiter,
+        row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+    )
+    return _Feed(part, store, sch, dec, _var_kind(sel), cf_id)
+
+
+def _feed_step(sel: Selection, store: StoreDir, part: int, version: int) -> chains.Step:
+    """The delta or changelog that holds the changes of ``version`` (batch version - 1)."""
+    step_kind = chains.STEP_KIND[sel.provider]
+    index = sel.info.stores.index(store.store) if store.store in sel.info.stores else 0
+    uid = _unique_id(sel, index, part, version) if sel.provider == "rocksdb" else None
+    entries = store.versions(step_kind).get(version, [])
+    uids = [u for u, _ in entries]
+    if uid is None and uids:
+        uid = uids[0]
+    if uid not in uids:
+        rel = f"{store.rel}/{version}{'_' + uid if uid else ''}.{step_kind}"
+        raise chains.missing(store, rel, f"the change feed of batch {version - 1}")
+    return chains.Step(f"{store.rel}/{chains.layout.state_file_name(version, step_kind, uid)}", step_kind, version, uid)
+
+
+def _changes(sel: Selection, from_batch: int) -> Iterator[dict[str, Any]]:
+    for part in sel.partitions:
+        feed = _partition_feed(sel, part)
+        if feed is None:
+            continue
+        for version in range(from_batch + 1, sel.batch + 2):
+            yield from _file_changes(sel, feed, _feed_step(sel, feed.store, part, version))
+
+
+def _file_changes(sel: Selection, feed: _Feed, step: chains.Step) -> Iterator[dict[str, Any]]:
+    """The changes one delta or changelog holds, decoded record by record."""
+    dec, kind, cf_id, part = feed.dec, feed.kind, feed.cf_id, feed.part
+    path = records.inner(sel.ckpt, step.rel, sel.codec)
+    for rec in records.file_records(sel.ckpt, step, sel.codec, feed.store.checksums):
+        if cf_id is not None and column_family_of(rec.key) != cf_id:
+            continue
+        key_bytes = rec.key
+        if sel.row_checksum and sel.provider == "hdfs":
+            key_bytes = key_bytes[records.ROW_CHECKSUM_BYTES :] if rec.value is None else key_bytes
+        raw = None
+        if rec.value is not None:
+            raw = rec.value
+            if sel.provider == "hdfs":  # RocksDB values carry theirs inside (the decoder's job)
+                raw = rec.value[records.ROW_CHECKSUM_BYTES :] if sel.row_checksum else rec.value
+                raw = records.trim_value(raw)
+        key = dec.key(key_bytes, path, rec.offset + 4)
+        head = {"batch_id": step.version - 1, "change_type": CHANGE_TYPE[rec.op]}
+        at = rec.offset + 8 + len(rec.key)
+        if kind == "ListState":
+            elements = [None] if raw is None else dec.values(raw, path, at)
+            for element in elements:
+                yield {**head, "key": key, "list_element": element, "partition_id": part}
+        elif kind == "MapState":
+            value = None if raw is None else dec.value(raw, path, at)
+            yield {
+                **head,
+                "key": key["key"],
+                "user_map_key": key["userKey"],
+                "user_map_value": value,
+                "partition_id": part,
+            }
+        else:
+            value = None if raw is None else dec.value(raw, path, at)
+            yield {**head, "key": key, "value": value, "partition_id": part}
+
+
+def _columnar_changes(sel: Selection, feed: _Feed, step: chains.Step, read: StateRead) -> list[Any] | None:
+    """The changes of one file as Arrow record batches, decoded in bulk; None where that does not apply (then
+    nothing was yielded and :func:`_file_changes` reads the file)."""
+    if sel.state_var is not None or sel.row_checksum:
+        return None
+    sch = feed.sch
+    if not (bulk_decodable(sch.key) and bulk_decodable(sch.value)):
+        return None
+    if sel.provider == "rocksdb" and sch.encoding.kind != "none":
+        return None
+    try:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ckptfix.state.export import arrow_type
+    except ImportError:
+        return None
+    sliced = records.step_slices(sel.ckpt, step, sel.codec, feed.store.checksums, sel.provider == "rocksdb")
+    if sliced is None:
+        return None
+    keys, values, ops = sliced
+    live = ops != records.OP_DELETE
+    key_type, value_type = arrow_type(sch.key), arrow_type(sch.value)
+    schema = pa.schema([(name, arrow_type(t)) for name, t in read.schemas.items()])
+    out = []
+    for at in range(0, len(keys), BATCH_ROWS):
+        part_live = live[at : at + BATCH_ROWS]
+        k = decode_columns(keys.slice(at, BATCH_ROWS), sch.key, key_type)
+        kept = values.slice(at, BATCH_ROWS).filter(records.arrow_of(part_live))
+        v = decode_columns(kept, sch.value, value_type)
+        if k is None or v is None:
+            return None
+        n = len(k)
+        if not part_live.all():  # a removal's value is null
+            v = v.take(records.arrow_of(np.cumsum(part_live, dtype=np.int64) - 1, valid=part_live))
+        change = pc.if_else(records.arrow_of(part_live), "update", "delete").cast(schema.field("change_type").type)
+        batch_id = records.arrow_of(np.full(n, step.version - 1, dtype=np.int64))
+        ids = records.arrow_of(np.full(n, feed.part, dtype=np.int32))
+        out.append(pa.RecordBatch.from_arrays([batch_id, change, k, v, ids], schema=schema))
+    return out
 
 
 def _var_kind(sel: Selection) -> str | None:

@@ -316,6 +316,45 @@ def frames(raw: bytes, kind: statefile.FileKind) -> Frames | None:
     return Frames(raw, key_start, key_len_a, value_start, value_len_a, op_a)
 
 
+def step_slices(
+    ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[str, str], rocks: bool
+) -> tuple[Any, Any, Any] | None:
+    """The records of one delta, snapshot or changelog in bulk: (key rows, value rows, ops) in file
+    order, the rows as compact Arrow binary arrays (a removal's value is empty; ``ops`` says
+    which, :data:`OP_DELETE`), the ops a numpy array. HDFS values are trimmed as
+    :func:`trim_value` does; RocksDB (``rocks``) keys and values lose their state encoding
+    version byte. None where the file is not what the record-by-record reader expects (a bad
+    checksum, codec or framing, a merge, a version byte other than 0): that reader reports it."""
+    import numpy as np
+
+    try:
+        raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
+    except FormatError:
+        return None
+    fr = frames(raw, step.kind)  # type: ignore[arg-type]
+    if fr is None:
+        return None
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    key_start, key_len = fr.key_start, fr.key_len
+    live = fr.value_len >= 0
+    value_len = np.where(live, fr.value_len, 0)
+    value_start = fr.value_start
+    if rocks:
+        if (fr.op == OP_MERGE).any() or (key_len < 1).any() or (value_len[live] < 1).any():
+            return None
+        if buf[key_start].any() or buf[value_start[live]].any():
+            return None  # a state encoding version other than 0: the decoder says so
+        key_start, key_len = key_start + 1, key_len - 1
+        value_start, value_len = value_start + np.where(live, 1, 0), value_len - np.where(live, 1, 0)
+    else:
+        value_len = value_len // 8 * 8
+    keys = slices(raw, key_start, key_len)
+    values = slices(raw, value_start, value_len)
+    if keys is None or values is None:
+        return None
+    return keys, values, fr.op
+
+
 def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -> list[tuple[Any, Any]] | None:
     """The live (key row, value row) pairs of a store at ``chain.version`` as compact Arrow binary
     arrays, in the order :func:`hdfs_pairs` / :func:`rocksdb_pairs` yield them, built in bulk:
@@ -336,32 +375,7 @@ def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -
     rocks = provider == "rocksdb"
 
     def load(step: Step) -> tuple[Any, Any, Any] | None:
-        try:
-            raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
-        except FormatError:
-            return None
-        fr = frames(raw, step.kind)  # type: ignore[arg-type]
-        if fr is None:
-            return None
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        key_start, key_len = fr.key_start, fr.key_len
-        live = fr.value_len >= 0
-        value_len = np.where(live, fr.value_len, 0)
-        value_start = fr.value_start
-        if rocks:
-            if (fr.op == OP_MERGE).any() or (key_len < 1).any() or (value_len[live] < 1).any():
-                return None
-            if buf[key_start].any() or buf[value_start[live]].any():
-                return None  # a state encoding version other than 0: the decoder says so
-            key_start, key_len = key_start + 1, key_len - 1
-            value_start, value_len = value_start + np.where(live, 1, 0), value_len - np.where(live, 1, 0)
-        else:
-            value_len = value_len // 8 * 8
-        keys = slices(raw, key_start, key_len)
-        values = slices(raw, value_start, value_len)
-        if keys is None or values is None:
-            return None
-        return keys, values, fr.op
+        return step_slices(ckpt, step, codec_name, sidecars, rocks)
 
     base = None
     if chain.base is not None:

@@ -20,7 +20,7 @@ from ckptfix.errors import CkptfixError, UsageError
 from ckptfix.formats.unsaferow import decode_row, encode_row, parse_schema
 from ckptfix.state import export
 from ckptfix.state.decode import decode_columns
-from ckptfix.state.read import read_state, select
+from ckptfix.state.read import read_changes, read_state, select
 
 pa = pytest.importorskip("pyarrow")
 
@@ -70,10 +70,27 @@ def _selections(ckpt: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _change_selections(ckpt: Path) -> list[dict[str, Any]]:
+    """Every (operator, store, first and last batch) a change feed can be asked for."""
+    model = Checkpoint.open(str(ckpt))
+    latest = model.commits.latest
+    if latest is None:  # fixtures of state files alone: every version a file names
+        names = [f.name.split(".")[0].split("_")[0] for f in (ckpt / "state").rglob("*.*") if f.is_file()]
+        latest = max((int(n) for n in names if n.isdigit()), default=0) - 1
+    out: list[dict[str, Any]] = []
+    for op in sorted(model.state.operators):
+        names = sorted(model.state.operators[op].store_names) or ["default"]
+        for name in names:
+            for last in range(latest + 1):
+                for first in sorted({0, last}):
+                    out.append({"operator": op, "store_name": name, "from_batch": first, "to_batch": last})
+    return out
+
+
 def _outcome(ckpt: Path, bulk: bool, given: dict[str, Any], sel: dict[str, Any]) -> tuple[str, Any, str, int]:
     """('ok', Arrow table, JSON lines, Arrow batches used) or ('error', message, '', 0)."""
     try:
-        read = read_state(str(ckpt), **given, **sel)
+        read = read_changes(str(ckpt), **given, **sel) if "from_batch" in sel else read_state(str(ckpt), **given, **sel)
         if bulk:
             items = list(read.rows.batches())
             used = sum(1 for i in items if isinstance(i, pa.RecordBatch))
@@ -97,10 +114,10 @@ class _Batches(list):  # type: ignore[type-arg]
         return iter(self)
 
 
-def _compare(ckpt: Path, given: dict[str, Any]) -> tuple[int, int]:
-    """(reads compared, reads the bulk path decoded)."""
+def _compare(ckpt: Path, given: dict[str, Any], changes: bool = False) -> tuple[int, int]:
+    """(reads compared, reads the bulk path decoded); ``changes``: the change feeds instead of the reads."""
     compared = bulk_used = 0
-    for sel in _selections(ckpt):
+    for sel in _change_selections(ckpt) if changes else _selections(ckpt):
         slow = _outcome(ckpt, False, given, sel)
         fast = _outcome(ckpt, True, given, sel)
         assert fast[0] == slow[0], (ckpt, sel, slow[1] if slow[0] != "ok" else "rows", fast[1])
@@ -126,11 +143,25 @@ def test_bulk_equals_row_by_row_on_fixture_tarballs(tarball: Path, tmp_path: Pat
         _compare(ckpt, {})
 
 
+@pytest.mark.parametrize("ckpt", DIRS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_bulk_change_feed_equals_row_by_row_on_fixture_dirs(ckpt: Path) -> None:
+    _compare(ckpt, GIVEN.get(str(ckpt.relative_to(FIXTURES)), {}), changes=True)
+
+
+@pytest.mark.parametrize("tarball", TARBALLS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_bulk_change_feed_equals_row_by_row_on_fixture_tarballs(tarball: Path, tmp_path: Path) -> None:
+    for ckpt in _unpack(tarball, tmp_path):
+        _compare(ckpt, {}, changes=True)
+
+
 def test_bulk_path_is_taken_on_plain_stores() -> None:
     """The comparisons above prove something only if the bulk path runs: it does for the HDFS
     (snapshots + deltas) and RocksDB (changelogs, zip) aggregation fixtures at every version."""
     assert _compare(FIXTURES / "formats" / "hdfs", {}) == (4, 4)
     assert _compare(FIXTURES / "formats" / "rocksdb", GIVEN["formats/rocksdb"]) == (4, 4)
+    # change feeds: batches 0..b and b..b for b = 0..3 (7 feeds), every file of them decoded in bulk
+    assert _compare(FIXTURES / "formats" / "hdfs", {}, changes=True) == (7, 7)
+    assert _compare(FIXTURES / "formats" / "rocksdb", GIVEN["formats/rocksdb"], changes=True) == (7, 7)
 
 
 # ---------------------------------------------------------------- property: any row of the types decoded in bulk
