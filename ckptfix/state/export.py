@@ -580,12 +580,20 @@ def write_parquet_batches(
         raise MissingExtra("pyarrow", "arrow") from None
     schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
     n = 0
+    pending: list[Any] = []  # small items (a change feed's files) gathered into one row group
+    held = 0
     with pq.ParquetWriter(target, schema) as writer:
         for item in items:
             table = _as_table(item, columns, schemas)
             if table.num_rows:
-                writer.write_table(table)
+                pending.append(table)
+                held += table.num_rows
             n += table.num_rows
+            if held >= PARQUET_BATCH_ROWS:
+                writer.write_table(pa.concat_tables(pending))
+                pending, held = [], 0
+        if pending:
+            writer.write_table(pa.concat_tables(pending))
         if n == 0:
             writer.write_table(schema.empty_table())
     return n
