@@ -92,6 +92,9 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
         _fail_rows(fmt, "interrupted", "Interrupted")
 
 
+JobsOption = typer.Option(None, "--jobs", "-j", help="Worker processes (default: one per core for a local checkpoint).")
+
+
 def _reader(engine: str, changes: bool) -> Callable[..., Any]:
     from ckptfix.state.read import read_changes, read_state
 
@@ -291,9 +294,7 @@ def read(
     fmt: DataFormat = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
-    jobs: int | None = typer.Option(
-        None, "--jobs", "-j", help="Worker processes (default: one per core for a local checkpoint)."
-    ),
+    jobs: int | None = JobsOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
@@ -339,6 +340,7 @@ def changes(
     fmt: DataFormat = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
+    jobs: int | None = JobsOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
@@ -359,7 +361,7 @@ def changes(
             storage_options=opts,
             **schema_options(key_schema, value_schema, force_schema),
         )
-        return result, _write(result, fmt, out_path)
+        return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
 
     result, n = _guard_rows(fmt, run)
     sel = result.selection

@@ -652,29 +652,61 @@ class Changes(Iterator[dict[str, Any]]):
         return next(self._rows)
 
     def batches(self) -> Iterator[Any]:
-        """Per file of the feed either ``pyarrow.RecordBatch`` es (the columns of :func:`read_changes`, at most
-        :data:`BATCH_ROWS` rows each) decoded in bulk, or, where that does not apply (transformWithState,
-        row checksums, nested or large-decimal fields, prefix-scan keys, anything irregular), lists of at most
-        :data:`BATCH_ROWS` row dicts, as iterating gives. The same rows in the same order either way."""
+        """Either ``pyarrow.RecordBatch`` es (the columns of :func:`read_changes`, at most :data:`BATCH_ROWS` rows
+        each) decoded in bulk, consecutive files of a partition together, or, for a file where that does not apply
+        (transformWithState, row checksums, nested or large-decimal fields, prefix-scan keys, anything irregular),
+        lists of at most :data:`BATCH_ROWS` row dicts, as iterating gives. The same rows in the same order."""
         sel = self.selection
         for part in sel.partitions:
             feed = _partition_feed(sel, part)
             if feed is None:
                 continue
+            bulk = _bulk_feed(sel, feed)
+            group: list[tuple[chains.Step, Any]] = []
+            held = 0
             for version in range(self.from_batch + 1, sel.batch + 2):
                 step = _feed_step(sel, feed.store, part, version)
-                columnar = _columnar_changes(sel, feed, step, self.read)
-                if columnar is not None:
-                    yield from columnar
+                sliced = None
+                if bulk:
+                    sliced = records.step_slices(
+                        sel.ckpt, step, sel.codec, feed.store.checksums, sel.provider == "rocksdb"
+                    )
+                if sliced is not None:
+                    group.append((step, sliced))
+                    held += len(sliced[0])
+                    if held >= GROUP_ROWS:
+                        yield from self._decoded(feed, group)
+                        group, held = [], 0
                     continue
-                chunk: list[dict[str, Any]] = []
-                for row in _file_changes(sel, feed, step):
-                    chunk.append(row)
-                    if len(chunk) >= BATCH_ROWS:
-                        yield chunk
-                        chunk = []
-                if chunk:
-                    yield chunk
+                yield from self._decoded(feed, group)
+                group, held = [], 0
+                yield from _row_chunks(_file_changes(sel, feed, step))
+            yield from self._decoded(feed, group)
+
+    def _decoded(self, feed: _Feed, group: list[tuple[chains.Step, Any]]) -> Iterator[Any]:
+        if not group:
+            return
+        columnar = _columnar_changes(self.selection, feed, group, self.read)
+        if columnar is not None:
+            yield from columnar
+            return
+        for step, _ in group:  # a row the bulk decoder does not take: these files row by row
+            yield from _row_chunks(_file_changes(self.selection, feed, step))
+
+
+#: rows of consecutive change files decoded together
+GROUP_ROWS = 4 * BATCH_ROWS
+
+
+def _row_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= BATCH_ROWS:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 @dataclass
@@ -772,31 +804,46 @@ def _file_changes(sel: Selection, feed: _Feed, step: chains.Step) -> Iterator[di
             yield {**head, "key": key, "value": value, "partition_id": part}
 
 
-def _columnar_changes(sel: Selection, feed: _Feed, step: chains.Step, read: StateRead) -> list[Any] | None:
-    """The changes of one file as Arrow record batches, decoded in bulk; None where that does not apply (then
-    nothing was yielded and :func:`_file_changes` reads the file)."""
+def _bulk_feed(sel: Selection, feed: _Feed) -> bool:
+    """Whether the change files of this store may be decoded in bulk (:func:`_columnar_changes`)."""
     if sel.state_var is not None or sel.row_checksum:
-        return None
+        return False
     sch = feed.sch
     if not (bulk_decodable(sch.key) and bulk_decodable(sch.value)):
-        return None
+        return False
     if sel.provider == "rocksdb" and sch.encoding.kind != "none":
-        return None
+        return False
     try:
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from ckptfix.state.export import arrow_type
+        import numpy  # noqa: F401
+        import pyarrow  # noqa: F401
     except ImportError:
-        return None
-    sliced = records.step_slices(sel.ckpt, step, sel.codec, feed.store.checksums, sel.provider == "rocksdb")
-    if sliced is None:
-        return None
-    keys, values, ops = sliced
-    live = ops != records.OP_DELETE
+        return False
+    return True
+
+
+def _columnar_changes(
+    sel: Selection, feed: _Feed, group: list[tuple[chains.Step, Any]], read: StateRead
+) -> list[Any] | None:
+    """The changes of consecutive files (each ``(step, records.step_slices(...))``) as Arrow record batches, decoded
+    in bulk; None where a row does not decode in bulk (then nothing was yielded and the files are read row by
+    row)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ckptfix.state.export import arrow_type
+
+    sch = feed.sch
+    keys = pa.concat_arrays([sliced[0] for _, sliced in group])
+    values = pa.concat_arrays([sliced[1] for _, sliced in group])
+    live = np.concatenate([sliced[2] for _, sliced in group]) != records.OP_DELETE
+    batch_ids = np.repeat(
+        np.array([step.version - 1 for step, _ in group], dtype=np.int64),
+        np.array([len(sliced[0]) for _, sliced in group], dtype=np.int64),
+    )
     key_type, value_type = arrow_type(sch.key), arrow_type(sch.value)
     schema = pa.schema([(name, arrow_type(t)) for name, t in read.schemas.items()])
+    change_type = schema.field("change_type").type
     out = []
     for at in range(0, len(keys), BATCH_ROWS):
         part_live = live[at : at + BATCH_ROWS]
@@ -808,10 +855,10 @@ def _columnar_changes(sel: Selection, feed: _Feed, step: chains.Step, read: Stat
         n = len(k)
         if not part_live.all():  # a removal's value is null
             v = v.take(records.arrow_of(np.cumsum(part_live, dtype=np.int64) - 1, valid=part_live))
-        change = pc.if_else(records.arrow_of(part_live), "update", "delete").cast(schema.field("change_type").type)
-        batch_id = records.arrow_of(np.full(n, step.version - 1, dtype=np.int64))
+        change = pc.if_else(records.arrow_of(part_live), "update", "delete").cast(change_type)
         ids = records.arrow_of(np.full(n, feed.part, dtype=np.int32))
-        out.append(pa.RecordBatch.from_arrays([batch_id, change, k, v, ids], schema=schema))
+        batch = records.arrow_of(batch_ids[at : at + BATCH_ROWS])
+        out.append(pa.RecordBatch.from_arrays([batch, change, k, v, ids], schema=schema))
     return out
 
 

@@ -49,5 +49,28 @@ def test_spark_engine_gives_the_local_rows(spark: Any) -> None:
     ]:
         local = canon(read_state(str(path), **kwargs))
         assert local and canon(read_state_spark(spark, str(path), **kwargs)) == local
+        # the writers' path: the tasks' batches (Arrow IPC where decoded in bulk) give the local JSON lines
+        assert _lines(read_state_spark(spark, str(path), **kwargs)) == _lines(read_state(str(path), **kwargs))
     changes = read_state_spark(spark, str(FIXTURES / "hdfs"), changes=True, from_batch=0, to_batch=3)
     assert canon(changes) == canon(read_changes(str(FIXTURES / "hdfs"), from_batch=0, to_batch=3))
+    changes = read_state_spark(spark, str(FIXTURES / "hdfs"), changes=True, from_batch=0, to_batch=3)
+    assert _lines(changes) == _lines(read_changes(str(FIXTURES / "hdfs"), from_batch=0, to_batch=3))
+
+
+def _lines(read: Any) -> str:
+    """JSON lines as `state read -f jsonl` writes them (through ``batches()``), with the number of Arrow batches."""
+    import io
+
+    import pyarrow as pa
+
+    from ckptfix.state.export import write_jsonl
+
+    items = list(read.rows.batches())
+    text = io.StringIO()
+    write_jsonl(_Given(items), text, read.columns, read.schemas)
+    return f"{sum(isinstance(i, pa.RecordBatch) for i in items)} arrow batches\n{text.getvalue()}"
+
+
+class _Given(list):  # type: ignore[type-arg]
+    def batches(self) -> Any:
+        return iter(self)
