@@ -81,6 +81,7 @@ def _live_cases() -> list[str]:
     return sorted(CASES)
 
 
+@pytest.mark.s3
 @pytest.mark.spark
 @pytest.mark.parametrize("name", _live_cases())
 def test_live_restart_matches_audit(
@@ -155,10 +156,9 @@ def _recorded_params() -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize(("version", "name"), _recorded_params())
-def test_recorded_outcome_matches_audit(version: str, name: str, tmp_path: Path, s3_bucket: Any) -> None:
+def _recorded(version: str, name: str, tmp_path: Path) -> tuple[Any, str, dict[str, Any], Path, Path]:
+    """(case, target, recorded outcome, damaged checkpoint, output dir) of a recorded case."""
     case = CASES[name]
-    target = _label(version)
     rec = OUTCOMES[version].get(name)
     if rec is None:
         pytest.fail(f"no recorded Spark {version} outcome for {name}: run tests/fixtures/generate_spark35.py")
@@ -166,8 +166,22 @@ def test_recorded_outcome_matches_audit(version: str, name: str, tmp_path: Path,
         pytest.skip(f"the {version} base did not fit this case when recorded: {rec['skipped']}")
     ckpt, output_dir = _extract(version, case.scenario, tmp_path)
     case.apply(ckpt)  # a SkipCase here means the tarball changed since outcomes.json was written
+    return case, _label(version), rec, ckpt, output_dir
+
+
+@pytest.mark.parametrize(("version", "name"), _recorded_params())
+def test_recorded_outcome_matches_audit(version: str, name: str, tmp_path: Path) -> None:
+    case, target, rec, ckpt, output_dir = _recorded(version, name, tmp_path)
     report = run_audit(ckpt, target, output_dir, case)
     assert_agreement(case, target, report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(("version", "name"), _recorded_params())
+def test_recorded_outcome_matches_audit_on_s3(version: str, name: str, tmp_path: Path, s3_bucket: Any) -> None:
+    """The same checkpoint uploaded to moto's S3 server gets the same verdict."""
+    case, target, rec, ckpt, output_dir = _recorded(version, name, tmp_path)
+    report = run_audit(ckpt, target, output_dir, case)
     s3_report = run_audit(ckpt, target, output_dir, case, s3=s3_bucket)
     assert_agreement(case, target, s3_report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
     assert_same_verdict(report, s3_report)

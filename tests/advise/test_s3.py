@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from ckptfix.advise import advise
 from tests.advise.helpers import FIXTURES, run
 
 
+@pytest.mark.s3
 def test_driver_log_on_s3(s3_bucket: Any) -> None:
     log = FIXTURES / "spark-4.3.0" / "driver.log"
     url = s3_bucket.put_bytes("logs/driver.log", log.read_bytes())

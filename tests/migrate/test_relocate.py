@@ -114,6 +114,7 @@ def test_local_relocation_with_input_rewrite(src: Path, tmp_path: Path) -> None:
     assert sorted(f.rule_id for f in report.findings) == sorted(f.rule_id for f in audit(str(src)).findings)
 
 
+@pytest.mark.s3
 def test_s3_round_trip(src: Path, tmp_path: Path, s3_bucket: Any) -> None:
     opts = s3_bucket.storage_options
     there = f"{s3_bucket.url}/moved/ckpt"
@@ -134,6 +135,7 @@ def test_s3_round_trip(src: Path, tmp_path: Path, s3_bucket: Any) -> None:
     check_hadoop_sidecars(new_files)
 
 
+@pytest.mark.s3
 def test_s3_to_s3_is_refused_when_dest_inside_source(src: Path, s3_bucket: Any) -> None:
     there = s3_bucket.upload_tree(src, "a/ckpt")
     with pytest.raises(RelocateRefused, match="expected a destination outside the source .*, found it inside"):
@@ -238,6 +240,7 @@ def test_chunked_copy_helpers_of_storage(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "b" / "x").iterdir()] == ["y"]  # no temp files left
 
 
+@pytest.mark.s3
 def test_s3_bucket_to_bucket(src: Path, s3_bucket: Any) -> None:
     """One S3 store, two buckets: every object arrives byte for byte and the copy audits as restartable."""
     opts = s3_bucket.storage_options

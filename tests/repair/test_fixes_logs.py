@@ -407,6 +407,7 @@ def test_apply_then_undo_restores_every_file(tmp_path: Path, name: str) -> None:
 S3_CASES = ["latest_offset_deleted", "offset_latest_empty", "commit_latest_empty", "metadata_missing", "noncanonical"]
 
 
+@pytest.mark.s3
 @pytest.mark.parametrize("name", S3_CASES)
 def test_apply_then_undo_on_s3(tmp_path: Path, s3_bucket: Any, name: str) -> None:
     setup, kw = ROUND_TRIPS[name]

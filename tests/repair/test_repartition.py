@@ -154,6 +154,7 @@ def test_refused_while_the_query_looks_alive(tmp_path: Path) -> None:
     assert _digest(ckpt) == original
 
 
+@pytest.mark.s3
 def test_apply_and_undo_on_s3(s3_bucket: object, tmp_path: Path) -> None:
     """The same plan, apply and undo on S3 (moto's server): reading, backups, journal and writes through fsspec."""
     from ckptfix.checkpoint import Checkpoint

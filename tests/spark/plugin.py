@@ -82,12 +82,15 @@ def spark_bases(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callabl
 
 #: fixtures that start a JVM (the live session, or a Spark 3.5 interpreter run as a subprocess)
 SPARK_FIXTURES = frozenset({"spark", "spark_bases", "spark_version", "py35"})
+#: fixtures that start moto's S3 server (tests/support/s3.py)
+S3_FIXTURES = frozenset({"moto_server", "s3_bucket"})
 #: the fixtures of the one in-process SparkSession
 LIVE_SESSION = frozenset({"spark", "spark_bases", "spark_version"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that starts Spark carries the ``spark`` marker, so ``-m "not spark"`` is really JVM-free."""
+    """Every test that starts Spark carries the ``spark`` marker, so ``-m "not spark"`` is really JVM-free; every
+    test that starts moto's S3 server the ``s3`` marker."""
     unmarked = [
         item.nodeid
         for item in items
@@ -95,6 +98,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("tests that start Spark without @pytest.mark.spark: " + ", ".join(unmarked))
+    unmarked = [
+        item.nodeid
+        for item in items
+        if S3_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("s3") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("tests that start moto's S3 server without @pytest.mark.s3: " + ", ".join(unmarked))
     # pytest-xdist (``-n 2 --dist loadgroup``): every test of the live session runs in one worker, so the suite
     # still starts one SparkSession; the other tests go by module (a module's fixtures are built once)
     for item in items:
