@@ -324,8 +324,13 @@ def step_slices(
     which, :data:`OP_DELETE`), the ops a numpy array. HDFS values are trimmed as
     :func:`trim_value` does; RocksDB (``rocks``) keys and values lose their state encoding
     version byte. None where the file is not what the record-by-record reader expects (a bad
-    checksum, codec or framing, a merge, a version byte other than 0): that reader reports it."""
-    import numpy as np
+    checksum, codec or framing, a merge, a version byte other than 0): that reader reports it. None also without
+    numpy and pyarrow (extra ``[arrow]``)."""
+    try:
+        import numpy as np
+        import pyarrow  # noqa: F401  (slices)
+    except ImportError:
+        return None
 
     try:
         raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
@@ -364,10 +369,13 @@ def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -
 
     Covers HDFS stores and RocksDB stores replayed from changelogs alone (no zip), without row
     checksums or merges. None for anything else, or where a file is not what the record-by-record
-    reader expects (that reader then reports it as before)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    reader expects (that reader then reports it as before), and without numpy and pyarrow (extra ``[arrow]``)."""
+    try:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+    except ImportError:
+        return None
 
     if provider == "rocksdb" and chain.base is not None:
         return None
