@@ -28,7 +28,7 @@ STATE35 = REPO / "tests" / "fixtures" / "state35"
 STATEFUL = ("agg_hdfs", "agg_rocksdb_changelog")  # written by Spark 3.5.9: HDFS state store, RocksDB + changelog
 
 
-@pytest.fixture(params=["s3", "gcs", "azure"])
+@pytest.fixture(params=[pytest.param("s3", marks=pytest.mark.s3), "gcs", "azure"])
 def store(request: pytest.FixtureRequest) -> ObjectStore:
     if request.param == "s3":
         bucket = request.getfixturevalue("s3_bucket")

@@ -135,7 +135,9 @@ def moto_server() -> Iterator[MotoServer]:
 
 
 @pytest.fixture
-def s3_bucket(moto_server: MotoServer) -> S3Bucket:
+def s3_bucket(moto_server: MotoServer, request: pytest.FixtureRequest) -> S3Bucket:
+    if request.node.get_closest_marker("s3") is None:  # asked for at run time (getfixturevalue): collection missed it
+        pytest.fail(f"{request.node.nodeid} starts moto's S3 server without @pytest.mark.s3")
     moto_server.reset()
     bucket = S3Bucket(
         name=f"ckptfix-test-{next(_bucket_numbers)}",
