@@ -695,7 +695,7 @@ class Changes(Iterator[dict[str, Any]]):
 
 
 #: rows of consecutive change files decoded together
-GROUP_ROWS = 4 * BATCH_ROWS
+GROUP_ROWS = BATCH_ROWS
 
 
 def _row_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
