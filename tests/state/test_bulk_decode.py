@@ -164,6 +164,22 @@ def test_bulk_path_is_taken_on_plain_stores() -> None:
     assert _compare(FIXTURES / "formats" / "rocksdb", GIVEN["formats/rocksdb"], changes=True) == (7, 7)
 
 
+def test_bulk_change_feed_shows_removals_as_the_row_decoder_does(tmp_path: Path) -> None:
+    """Removals (a deduplication's watermark evicting keys, Spark 3.5.9): null values in the bulk columns."""
+    (ckpt,) = _unpack(FIXTURES / "state35" / "dedup_wm_hdfs.tar.gz", tmp_path)
+    last = Checkpoint.open(str(ckpt)).commits.latest
+    bulk = read_changes(str(ckpt), from_batch=0, to_batch=last)
+    items = list(bulk.rows.batches())
+    assert items and all(isinstance(i, pa.RecordBatch) for i in items)
+    table = pa.Table.from_batches(items)
+    deletes = [r for r in table.to_pylist() if r["change_type"] == "delete"]
+    assert deletes and all(r["value"] is None for r in deletes)
+    rows = list(read_changes(str(ckpt), from_batch=0, to_batch=last))
+    assert len(rows) == table.num_rows
+    assert [r["change_type"] for r in rows] == table.column("change_type").to_pylist()
+    assert [r["value"] is None for r in rows] == [v is None for v in table.column("value").to_pylist()]
+
+
 # ---------------------------------------------------------------- property: any row of the types decoded in bulk
 
 ATOMIC = {
