@@ -428,20 +428,20 @@ def _lengths_be(arr: Any) -> Any:
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(lens.tobytes())])
 
 
-def snapshot_bytes(segments: list[tuple[Any, Any]]) -> bytes:
+def snapshot_bytes(segments: list[tuple[Any, Any]], chunk: int = 65536) -> bytes:
     """The uncompressed HDFS ``N.snapshot`` of (key rows, value rows) segments of compact Arrow
-    binary arrays, built in bulk: ``keyLen key valueLen value`` (int32 big-endian lengths) per
-    pair, then the end marker -1; the bytes :func:`ckptfix.formats.statefile.dump_snapshot`
-    writes for the same pairs."""
+    binary arrays, built in bulk, ``chunk`` pairs at a time (an Arrow binary array holds under 2 GiB):
+    ``keyLen key valueLen value`` (int32 big-endian lengths) per pair, then the end marker -1; the bytes
+    :func:`ckptfix.formats.statefile.dump_snapshot` writes for the same pairs."""
     import pyarrow.compute as pc
 
     parts: list[bytes] = []
-    for keys, values in segments:
-        if not len(keys):
-            continue
-        joined = pc.binary_join_element_wise(_lengths_be(keys), keys, _lengths_be(values), values, b"")
-        offsets = numpy_of_offsets(joined)
-        parts.append(joined.buffers()[2].to_pybytes()[int(offsets[0]) : int(offsets[-1])])
+    for all_keys, all_values in segments:
+        for at in range(0, len(all_keys), chunk):
+            keys, values = all_keys.slice(at, chunk), all_values.slice(at, chunk)
+            joined = pc.binary_join_element_wise(_lengths_be(keys), keys, _lengths_be(values), values, b"")
+            offsets = numpy_of_offsets(joined)
+            parts.append(joined.buffers()[2].to_pybytes()[int(offsets[0]) : int(offsets[-1])])
     parts.append(statefile.INT.pack(statefile.END))
     return b"".join(parts)
 

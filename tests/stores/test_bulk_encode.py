@@ -43,6 +43,7 @@ def test_a_snapshot_rebuilt_in_bulk_is_the_file_spark_wrote(path: Path) -> None:
     half = len(pairs) // 2
     split = [(keys.slice(0, half), values.slice(0, half)), (keys.slice(half), values.slice(half))]
     assert records.snapshot_bytes(split) == raw
+    assert records.snapshot_bytes(split, chunk=3) == raw  # a few pairs at a time
 
 
 def test_an_empty_store_is_the_end_marker_alone() -> None:
