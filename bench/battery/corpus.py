@@ -62,13 +62,21 @@ def _codec_of(path: str) -> str:
 
 def _state(kind: str) -> Callable[[bytes, str], Any]:
     def read(data: bytes, path: str) -> Any:
+        from ckptfix.errors import FormatError
         from ckptfix.formats import codec, statefile
         from ckptfix.stores.records import frames
 
         raw = codec.decompress(_codec_of(path), data, path)
-        statefile.verify(raw, path, kind)  # type: ignore[arg-type]
-        parsed = statefile.parse(raw, path, kind)  # type: ignore[arg-type]
+        # the bulk framing decides alone where it accepts a file (state verification, bulk reads): it must never
+        # accept what the record reader rejects, and must see the same records where both accept
         bulk = frames(raw, kind)  # type: ignore[arg-type]
+        try:
+            statefile.verify(raw, path, kind)  # type: ignore[arg-type]
+        except FormatError as exc:
+            if bulk is not None:
+                raise AssertionError(f"frames() accepted {len(bulk)} records the record reader rejects: {exc}") from exc
+            raise
+        parsed = statefile.parse(raw, path, kind)  # type: ignore[arg-type]
         if bulk is not None and len(bulk) != len(parsed.records):  # the two readers must agree
             raise AssertionError(f"frames() saw {len(bulk)} records, iter_records {len(parsed.records)}")
         return parsed
