@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ckptfix.state.read import StateRead, read_changes, read_state, select
+from ckptfix.state.read import StateRead, read_changes, read_state, row_chunks, select
 
 _ROWS, _ARROW = "rows", "arrow"
 
@@ -34,15 +34,15 @@ def _partition_batches(
     url: str, kwargs: Mapping[str, Any], changes: bool
 ) -> Callable[[Iterator[int]], Iterator[tuple[str, Any]]]:
     def run(parts: Iterator[int]) -> Iterator[tuple[str, Any]]:
-        import pyarrow as pa
-
         for p in parts:
             reader = read_changes if changes else read_state
             rows = reader(url, partition=p, **kwargs).rows
             for item in rows.batches():  # type: ignore[attr-defined]
-                if isinstance(item, list):
+                if isinstance(item, list):  # rows decoded one by one (also all there is without pyarrow)
                     yield _ROWS, item
                     continue
+                import pyarrow as pa
+
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, item.schema) as writer:
                     writer.write_batch(item)
@@ -72,9 +72,13 @@ class SparkRows(Iterator[dict[str, Any]]):
         return next(self._rows)
 
     def batches(self) -> Iterator[Any]:
-        """As :meth:`ckptfix.state.read.Rows.batches`, partition by partition in order."""
-        import pyarrow as pa
-
+        """As :meth:`ckptfix.state.read.Rows.batches`, partition by partition in order. A driver without pyarrow
+        gets lists of row dicts (the tasks send rows, as iterating does)."""
+        try:
+            import pyarrow as pa
+        except ImportError:
+            yield from row_chunks(self)
+            return
         for kind, payload in self._collect(_partition_batches(self.url, self.kwargs, self.changes)):
             if kind == _ROWS:
                 yield payload

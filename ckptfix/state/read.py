@@ -680,7 +680,7 @@ class Changes(Iterator[dict[str, Any]]):
                     continue
                 yield from self._decoded(feed, group)
                 group, held = [], 0
-                yield from _row_chunks(_file_changes(sel, feed, step))
+                yield from row_chunks(_file_changes(sel, feed, step))
             yield from self._decoded(feed, group)
 
     def _decoded(self, feed: _Feed, group: list[tuple[chains.Step, Any]]) -> Iterator[Any]:
@@ -691,14 +691,15 @@ class Changes(Iterator[dict[str, Any]]):
             yield from columnar
             return
         for step, _ in group:  # a row the bulk decoder does not take: these files row by row
-            yield from _row_chunks(_file_changes(self.selection, feed, step))
+            yield from row_chunks(_file_changes(self.selection, feed, step))
 
 
 #: rows of consecutive change files decoded together
 GROUP_ROWS = BATCH_ROWS
 
 
-def _row_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+def row_chunks(rows: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Rows in lists of at most :data:`BATCH_ROWS` (the row-by-row items of ``batches()``)."""
     chunk: list[dict[str, Any]] = []
     for row in rows:
         chunk.append(row)
