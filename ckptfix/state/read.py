@@ -355,22 +355,34 @@ def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -
 BATCH_ROWS = 65_536
 
 
-class Rows(Iterator[dict[str, Any]]):
+class _LazyRows(Iterator[dict[str, Any]]):
+    """Row dicts made on the first ``next`` (:meth:`_make`), so a writer that asks for ``batches()`` instead
+    never starts the row-by-row decoder."""
+
+    _rows: Iterator[dict[str, Any]] | None = None
+
+    def _make(self) -> Iterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def __iter__(self) -> _LazyRows:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._rows is None:
+            self._rows = self._make()
+        return next(self._rows)
+
+
+class Rows(_LazyRows):
     """The rows of :func:`read_state`: an iterator of dicts, decoded row by row as always; writers
     that can take Arrow ask :meth:`batches` instead, which decodes whole stores column by column
     where it can."""
 
     def __init__(self, sel: Selection, read: StateRead, flatten: bool) -> None:
         self.selection, self.read, self.flatten = sel, read, flatten
-        self._rows: Iterator[dict[str, Any]] | None = None
 
-    def __iter__(self) -> Rows:
-        return self
-
-    def __next__(self) -> dict[str, Any]:
-        if self._rows is None:
-            self._rows = _rows(self.selection, self.read, self.flatten)
-        return next(self._rows)
+    def _make(self) -> Iterator[dict[str, Any]]:
+        return _rows(self.selection, self.read, self.flatten)
 
     def batches(self) -> Iterator[Any]:
         """Per partition either ``pyarrow.RecordBatch`` es (columns key, value, partition_id, at most
@@ -635,21 +647,15 @@ def read_changes(
     return read
 
 
-class Changes(Iterator[dict[str, Any]]):
+class Changes(_LazyRows):
     """The rows of :func:`read_changes`: an iterator of dicts, as :class:`Rows`; :meth:`batches` gives
     the changes of a plain store's files as Arrow record batches decoded in bulk."""
 
     def __init__(self, sel: Selection, from_batch: int, read: StateRead) -> None:
         self.selection, self.from_batch, self.read = sel, from_batch, read
-        self._rows: Iterator[dict[str, Any]] | None = None
 
-    def __iter__(self) -> Changes:
-        return self
-
-    def __next__(self) -> dict[str, Any]:
-        if self._rows is None:
-            self._rows = _changes(self.selection, self.from_batch)
-        return next(self._rows)
+    def _make(self) -> Iterator[dict[str, Any]]:
+        return _changes(self.selection, self.from_batch)
 
     def batches(self) -> Iterator[Any]:
         """Either ``pyarrow.RecordBatch`` es (the columns of :func:`read_changes`, at most :data:`BATCH_ROWS` rows

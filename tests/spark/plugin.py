@@ -91,20 +91,14 @@ LIVE_SESSION = frozenset({"spark", "spark_bases", "spark_version"})
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that starts Spark carries the ``spark`` marker, so ``-m "not spark"`` is really JVM-free; every
     test that starts moto's S3 server the ``s3`` marker."""
-    unmarked = [
-        item.nodeid
-        for item in items
-        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("spark") is None
-    ]
-    if unmarked:
-        raise pytest.UsageError("tests that start Spark without @pytest.mark.spark: " + ", ".join(unmarked))
-    unmarked = [
-        item.nodeid
-        for item in items
-        if S3_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("s3") is None
-    ]
-    if unmarked:
-        raise pytest.UsageError("tests that start moto's S3 server without @pytest.mark.s3: " + ", ".join(unmarked))
+    for fixtures, marker, what in ((SPARK_FIXTURES, "spark", "Spark"), (S3_FIXTURES, "s3", "moto's S3 server")):
+        unmarked = [
+            item.nodeid
+            for item in items
+            if fixtures & set(getattr(item, "fixturenames", ())) and item.get_closest_marker(marker) is None
+        ]
+        if unmarked:
+            raise pytest.UsageError(f"tests that start {what} without @pytest.mark.{marker}: " + ", ".join(unmarked))
     # pytest-xdist (``-n 2 --dist loadgroup``): every test of the live session runs in one worker, so the suite
     # still starts one SparkSession; the other tests go by module (a module's fixtures are built once)
     for item in items:
