@@ -8,22 +8,27 @@ The Python API (:mod:`ckptfix.api`)::
 
 ``ckptfix.audit`` is the function (the rules live in the subpackage of the same name: import from it with
 ``from ckptfix.audit.engine import ...``, not through attribute access on ``ckptfix``).
+
+The API's functions load on first use (PEP 562): ``import ckptfix.formats.unsaferow`` or a CLI command does not
+pay for the audit engine it does not need.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-# imported last and on purpose over the subpackage attribute of the same name
-from ckptfix.api import (  # noqa: E402
-    audit,
-    open_checkpoint,
-    plan_repair,
-    plan_repartition,
-    plan_state_delete,
-    plan_state_put,
-    read_state,
-)
+if TYPE_CHECKING:
+    from ckptfix.api import (
+        audit,
+        open_checkpoint,
+        plan_repair,
+        plan_repartition,
+        plan_state_delete,
+        plan_state_put,
+        read_state,
+    )
 
 __all__ = [
     "__version__",
@@ -35,3 +40,21 @@ __all__ = [
     "plan_state_put",
     "read_state",
 ]
+
+# The subpackage ``ckptfix.audit`` is loaded here, and the attribute its import sets on this package removed, so that
+# ``ckptfix.audit`` resolves to the API's function below however and whenever the subpackage's modules are imported
+# later (the import system sets a parent's attribute only when it first loads a child).
+from ckptfix import audit as _audit_package  # noqa: E402
+
+del globals()["audit"]
+del _audit_package
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import ckptfix.api
+
+    value = getattr(ckptfix.api, name)
+    globals()[name] = value
+    return value

@@ -5,18 +5,21 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
+from functools import cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from typer.core import TyperGroup
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
 from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout
 from ckptfix.storage import open_location, parse_storage_options
+
+if TYPE_CHECKING:  # rich loads when a command first prints through it (40 ms of every start otherwise)
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 class Format(str, Enum):
@@ -147,20 +150,28 @@ def stdout_gone() -> None:
     os.close(devnull)
 
 
-class _Stdout(Console):
-    def on_broken_pipe(self) -> None:  # rich's default exits 1
-        self.quiet = True
-        stdout_gone()
+@cache
+def _stdout_console() -> type[Console]:
+    from rich.console import Console
+
+    class _Stdout(Console):
+        def on_broken_pipe(self) -> None:  # rich's default exits 1
+            self.quiet = True
+            stdout_gone()
+
+    return _Stdout
 
 
 def out() -> Console:
     """Where results go (stdout). A line of text is never broken at the terminal's width (a pipe's is 80):
     it stays one line for grep and for the reader's own terminal to wrap; tables fit the width."""
-    return _Stdout(file=sys.stdout, soft_wrap=True)
+    return _stdout_console()(file=sys.stdout, soft_wrap=True)
 
 
 def err() -> Console:
     """Where messages go (stderr): progress, summaries, hints and errors; lines as :func:`out`'s."""
+    from rich.console import Console
+
     return Console(file=sys.stderr, soft_wrap=True)
 
 
@@ -279,6 +290,15 @@ class RichProgress:
 
     def __enter__(self) -> RichProgress:
         if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
             self.progress = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),

@@ -2,54 +2,110 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+from typing import Any
 
 import typer
 
 from ckptfix import __version__
-from ckptfix.cli import (
-    advise_cmd,
-    async_cmd,
-    audit_cmd,
-    inspect_cmd,
-    migrate_cmd,
-    offsets_cmd,
-    repair_cmd,
-    repartition_cmd,
-    rollback_cmd,
-    state_cmd,
-    state_edit_cmd,
-)
 from ckptfix.cli.common import GuardedGroup, json_requested
 from ckptfix.render import jsonout
 
+#: a command's function (module:attribute under ckptfix.cli) or a group's typer app
+_HOMES = {
+    "inspect": "inspect_cmd:inspect",
+    "audit": "audit_cmd:audit",
+    "rules": "audit_cmd:rules",
+    "repair": "repair_cmd:repair",
+    "apply": "repair_cmd:apply",
+    "undo": "repair_cmd:undo",
+    "history": "repair_cmd:history",
+    "rollback": "rollback_cmd:rollback",
+    "async-off": "async_cmd:async_off",
+    "advise": "advise_cmd:advise",
+    "offsets": "offsets_cmd:app",
+    "state": "state_cmd:app",
+    "migrate": "migrate_cmd:app",
+}
+
+
+def _register(app: typer.Typer, name: str) -> None:
+    """Add one top-level command (or group) to ``app``. Its module is imported here, when the command runs or a
+    help text lists it, so that a command does not pay for loading every other one (the audit engine, the
+    repair engine, the advisor ...)."""
+    module, attribute = _HOMES[name].split(":")
+    target = getattr(importlib.import_module(f"ckptfix.cli.{module}"), attribute)
+    if not isinstance(target, typer.Typer):
+        app.command(name)(target)
+        return
+    if name == "state" and "delete" not in {c.name for c in target.registered_commands}:
+        from ckptfix.cli import repartition_cmd, state_edit_cmd
+
+        target.command("delete")(state_edit_cmd.delete)
+        target.command("put")(state_edit_cmd.put)
+        target.command("repartition")(repartition_cmd.repartition)
+    app.add_typer(target, name=name)
+
+
+#: the top-level commands in the order ``ckptfix --help`` lists them
+COMMANDS = (
+    "inspect",
+    "audit",
+    "rules",
+    "repair",
+    "apply",
+    "undo",
+    "history",
+    "rollback",
+    "async-off",
+    "advise",
+    "offsets",
+    "state",
+    "migrate",
+)
+
+
+class LazyGroup(GuardedGroup):
+    """The root group: lists every command of :data:`COMMANDS` and builds one (with typer, as ``app.command``
+    would have) only when it is asked for."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            shell = typer.Typer(rich_markup_mode=None, add_completion=False)
+            shell.callback()(lambda: None)
+            _register(shell, cmd_name)
+            self.add_command(typer.main.get_command(shell).commands[cmd_name], cmd_name)  # type: ignore[attr-defined]
+        return super().get_command(ctx, cmd_name)
+
+
 app = typer.Typer(
     name="ckptfix",
-    cls=GuardedGroup,  # the one error guard: every command's expected failures end in one line, exit 2
+    cls=LazyGroup,  # the one error guard: every command's expected failures end in one line, exit 2
     help="Read, audit and repair Spark Structured Streaming checkpoints without a JVM.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=True,
     rich_markup_mode=None,
 )
-app.command("inspect")(inspect_cmd.inspect)
-app.command("audit")(audit_cmd.audit)
-app.command("rules")(audit_cmd.rules)
-app.command("repair")(repair_cmd.repair)
-app.command("apply")(repair_cmd.apply)
-app.command("undo")(repair_cmd.undo)
-app.command("history")(repair_cmd.history)
-app.command("rollback")(rollback_cmd.rollback)
-app.add_typer(offsets_cmd.app, name="offsets")
-state_cmd.app.command("delete")(state_edit_cmd.delete)
-state_cmd.app.command("put")(state_edit_cmd.put)
-state_cmd.app.command("repartition")(repartition_cmd.repartition)
-app.add_typer(state_cmd.app, name="state")
-app.add_typer(migrate_cmd.app, name="migrate")
-app.command("async-off")(async_cmd.async_off)
-app.command("advise")(advise_cmd.advise)
+
+
+def command_names() -> list[str]:
+    """Every command as a user types it (``audit``, ``state read``), each loaded: for the tests and the docs'
+    check that every command is documented."""
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root)
+    names: list[str] = []
+    for name in root.list_commands(ctx):  # type: ignore[attr-defined]
+        command = root.get_command(ctx, name)  # type: ignore[attr-defined]
+        subs = command.list_commands(ctx) if hasattr(command, "list_commands") else []
+        names += [f"{name} {sub}" for sub in subs] or [name]
+    return names
 
 
 @app.callback(invoke_without_command=True)

@@ -9,14 +9,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ckptfix.audit.model import Report
-from ckptfix.audit.registry import Rule
-from ckptfix.inspect import Inspection
-from ckptfix.repair.engine import RunInfo
-from ckptfix.repair.plan import Plan
-from ckptfix.storage import IOStats
+if TYPE_CHECKING:  # annotations only: a command's JSON error line must not load the audit and repair engines
+    from ckptfix.audit.model import Report
+    from ckptfix.audit.registry import Rule
+    from ckptfix.inspect import Inspection
+    from ckptfix.repair.engine import RunInfo
+    from ckptfix.repair.plan import Plan
+    from ckptfix.storage import IOStats
 
 SCHEMA_VERSION = 1
 

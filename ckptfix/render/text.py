@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ckptfix.audit.model import Report
-from ckptfix.inspect import Inspection
-from ckptfix.offsets_export import OffsetsExport
 from ckptfix.render.jsonout import compact
-from ckptfix.repair.engine import RunInfo
-from ckptfix.repair.plan import Plan
+
+if TYPE_CHECKING:  # annotations only: rendering rows must not load the checkpoint model and the repair engine
+    from ckptfix.audit.model import Report
+    from ckptfix.inspect import Inspection
+    from ckptfix.offsets_export import OffsetsExport
+    from ckptfix.repair.engine import RunInfo
+    from ckptfix.repair.plan import Plan
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

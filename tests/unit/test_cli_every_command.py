@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptfix.cli.main import app
+from ckptfix.cli.main import command_names
 from tests.repair.test_fixes_logs import extract
 from tests.unit.realckpt import sample_checkpoint
 
@@ -52,16 +52,8 @@ FORMATS = {"state read": ("jsonl", "csv", "json"), "state changes": ("jsonl", "c
 CASES = [(c, f) for c in ARGS if c not in LIVE_ONLY for f in FORMATS.get(c, ("text", "json"))]
 
 
-def registered() -> list[str]:
-    names = [c.name for c in app.registered_commands]
-    for group in app.registered_groups:
-        assert group.typer_instance is not None
-        names += [f"{group.name} {c.name}" for c in group.typer_instance.registered_commands]
-    return [n for n in names if n]
-
-
 def test_every_registered_command_has_a_row() -> None:
-    assert sorted(registered()) == sorted(ARGS)
+    assert sorted(command_names()) == sorted(ARGS)
 
 
 @pytest.mark.parametrize(("command", "fmt"), CASES, ids=[f"{c}-{f}" for c, f in CASES])

@@ -20,9 +20,9 @@ import pytest
 import ckptfix.repair
 from ckptfix.audit import RULES
 from ckptfix.audit.targets import SUPPORTED
+from ckptfix.cli.main import command_names as registered
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES
 from tests.unit.realckpt import sample_checkpoint
-from tests.unit.test_cli_every_command import registered
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -17,9 +17,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from ckptfix.cli.main import command_names as registered
 from tests.repair.test_fixes_logs import extract
 from tests.unit.realckpt import ROOT, sample_checkpoint
-from tests.unit.test_cli_every_command import ARGS, registered
+from tests.unit.test_cli_every_command import ARGS
 
 SCHEMAS = ROOT / "docs" / "schemas"
 
