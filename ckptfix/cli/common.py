@@ -175,6 +175,35 @@ def err() -> Console:
     return Console(file=sys.stderr, soft_wrap=True)
 
 
+class _NoPandasYet:
+    """A finder that makes ``import pandas`` fail (see :func:`arrow_without_pandas`)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas":
+            raise ImportError("pandas is not loaded for pyarrow's first conversion")
+
+
+def arrow_without_pandas() -> None:
+    """pyarrow imports pandas (0.15 s and 300 modules) the first time it converts a Python value, only to check
+    whether the value is a pandas object. A command that reads state hands pyarrow none, so before it converts
+    anything, pyarrow's check runs once with pandas out of reach, and pyarrow takes pandas as absent for those
+    checks. pyarrow still imports pandas when a pandas object or a DataFrame is asked of it (``from_pandas``,
+    ``to_pandas``, a Series with ``__arrow_array__``): nothing it can do is lost. Nothing happens when pandas is
+    already loaded or pyarrow is not installed."""
+    if "pandas" in sys.modules or "pyarrow" in sys.modules and "pyarrow.lib" not in sys.modules:
+        return
+    try:
+        import pyarrow
+    except ImportError:
+        return
+    finder = _NoPandasYet()
+    sys.meta_path.insert(0, finder)
+    try:
+        pyarrow.array([0])
+    finally:
+        sys.meta_path.remove(finder)
+
+
 def note(quiet: bool, message: str) -> None:
     """A message that is not the result (a summary, a dry-run hint): stderr, unless --quiet."""
     if not quiet:

@@ -27,6 +27,7 @@ from ckptfix.cli.common import (
     StorageOption,
     TargetSparkOption,
     ValueSchemaOption,
+    arrow_without_pandas,
     choices,
     emit,
     err,
@@ -99,6 +100,7 @@ def _reader(engine: str, changes: bool) -> Callable[..., Any]:
     from ckptfix.state.read import read_changes, read_state
 
     if engine == "local":
+        arrow_without_pandas()
         return read_changes if changes else read_state
     if engine != "spark":
         raise UsageError(f"--engine: expected one of local, spark, found {engine!r}")

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.repair.test_fixes_logs import extract
 
 
 def _run(code: str) -> str:
@@ -74,3 +77,52 @@ def test_a_command_loads_its_own_module_only(argv: list[str], loaded: list[str],
     modules = set(proc.stderr.strip().splitlines()[-1].split())
     assert set(loaded) <= modules, sorted(modules)
     assert not set(not_loaded) & modules, sorted(set(not_loaded) & modules)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_reading_state_does_not_load_pandas(fmt: str, tmp_path: Path) -> None:
+    """pyarrow would import pandas on its first conversion (:func:`ckptfix.cli.common.arrow_without_pandas`); the
+    rows come out all the same."""
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    agg, _ = extract("agg_hdfs", tmp_path / "x")
+    out = tmp_path / f"rows.{fmt}"
+    code = (
+        "import sys\nfrom ckptfix.cli.main import main\n"
+        f"try:\n    main(['state', 'read', {str(agg)!r}, '--format', {fmt!r}, '--out', {str(out)!r}, '-q'])\n"
+        "except SystemExit as e:\n    print('exit', e.code)\n"
+        "print('pandas' in sys.modules)"
+    )
+    assert _run(code).split() == ["exit", "0", "False"]
+    plain = tmp_path / "plain.jsonl"  # the same read where pandas is loaded first
+    code = (
+        "import pandas, sys\nfrom ckptfix.cli.main import main\n"
+        f"try:\n    main(['state', 'read', {str(agg)!r}, '--format', 'jsonl', '--out', {str(plain)!r}, '-q'])\n"
+        "except SystemExit as e:\n    print('exit', e.code)"
+    )
+    assert _run(code).split() == ["exit", "0"]
+    if fmt == "jsonl":
+        assert sorted(out.read_text().splitlines()) == sorted(plain.read_text().splitlines())
+    else:
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(out).num_rows
+        assert rows == len(plain.read_text().splitlines()) > 0
+
+
+def test_pyarrow_still_converts_pandas_objects_after_the_first_conversion_without_it() -> None:
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    convert = (
+        "import pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, None], 'c': pd.Categorical(['x', 'y']), 's': ['u', None]})\n"
+        "t = pa.Table.from_pandas(df)\n"
+        "print(t.schema, t.to_pandas().equals(df), pa.array(df['c']).type, pa.array(pd.array([1, None], 'Int64')))"
+    )
+    plain = _run("import pyarrow as pa\n" + convert)
+    after = _run(
+        "import pyarrow as pa\nfrom ckptfix.cli.common import arrow_without_pandas\narrow_without_pandas()\n"
+        "import sys\nassert 'pandas' not in sys.modules\n" + convert
+    )
+    assert after == plain
+    assert "True" in plain
