@@ -19,6 +19,7 @@ from ckptfix.cli.common import (
     QuietOption,
     StorageOption,
     TargetSparkOption,
+    arrow_without_pandas,
     note,
     storage_options,
 )
@@ -59,6 +60,7 @@ def provider(
     from ckptfix.cli.repair_cmd import carry_out
     from ckptfix.migrate.provider import plan_provider
 
+    arrow_without_pandas()  # the conversion works in Arrow arrays
     opts = storage_options(fmt, storage_option, endpoint_url)
     result = plan_provider(
         checkpoint,
