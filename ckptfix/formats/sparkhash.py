@@ -182,3 +182,138 @@ def hash_row(values: Mapping[str, Any] | Sequence[Any], schema: StructType, seed
 def partition_of(values: Mapping[str, Any] | Sequence[Any], schema: StructType, num_partitions: int) -> int:
     """The shuffle partition ``HashPartitioning`` gives the row: ``pmod(hash(row), n)``."""
     return hash_row(values, schema) % num_partitions
+
+
+# ----------------------------------------------------------------- in bulk (numpy)
+
+
+def _np_mix_k1(k1: Any, np: Any) -> Any:
+    k1 = k1 * np.uint32(_C1)
+    k1 = (k1 << np.uint32(15)) | (k1 >> np.uint32(17))
+    return k1 * np.uint32(_C2)
+
+
+def _np_mix_h1(h1: Any, k1: Any, np: Any) -> Any:
+    h1 = h1 ^ k1
+    h1 = (h1 << np.uint32(13)) | (h1 >> np.uint32(19))
+    return h1 * np.uint32(5) + np.uint32(0xE6546B64)
+
+
+def _np_fmix(h1: Any, length: Any, np: Any) -> Any:
+    h1 = h1 ^ length
+    h1 = h1 ^ (h1 >> np.uint32(16))
+    h1 = h1 * np.uint32(0x85EBCA6B)
+    h1 = h1 ^ (h1 >> np.uint32(13))
+    h1 = h1 * np.uint32(0xC2B2AE35)
+    return h1 ^ (h1 >> np.uint32(16))
+
+
+def _np_hash_int(values: Any, seed: Any, np: Any) -> Any:
+    return _np_fmix(_np_mix_h1(seed, _np_mix_k1(values.astype(np.uint32), np), np), np.uint32(4), np)
+
+
+def _np_hash_long(values: Any, seed: Any, np: Any) -> Any:
+    u = values.astype(np.int64).view(np.uint64)
+    low, high = (u & np.uint64(_MASK)).astype(np.uint32), (u >> np.uint64(32)).astype(np.uint32)
+    h1 = _np_mix_h1(seed, _np_mix_k1(low, np), np)
+    h1 = _np_mix_h1(h1, _np_mix_k1(high, np), np)
+    return _np_fmix(h1, np.uint32(8), np)
+
+
+def _np_hash_bytes(data: Any, starts: Any, lens: Any, seed: Any, np: Any) -> Any:
+    """``hashUnsafeBytes`` of the byte ranges ``data[starts[i] : starts[i] + lens[i]]`` (``data`` a uint8 array),
+    each with its own seed: the rows are visited longest first, so word ``w`` is mixed into a prefix of them."""
+    n = len(starts)
+    order = np.argsort(-lens, kind="stable")
+    s, ln, h = starts[order], lens[order], seed[order].copy()
+    words = ln // 4
+    for w in range(int(words[0]) if n else 0):
+        m = int(np.searchsorted(-words, -w, side="left"))  # the rows with more than w words come first
+        at = s[:m] + 4 * w
+        k = (
+            data[at].astype(np.uint32)
+            | (data[at + 1].astype(np.uint32) << np.uint32(8))
+            | (data[at + 2].astype(np.uint32) << np.uint32(16))
+            | (data[at + 3].astype(np.uint32) << np.uint32(24))
+        )
+        h[:m] = _np_mix_h1(h[:m], _np_mix_k1(k, np), np)
+    tail = ln % 4
+    for t in range(3):
+        m = tail > t
+        if m.any():
+            b = data[s[m] + 4 * words[m] + t].view(np.int8).astype(np.int32).view(np.uint32)
+            h[m] = _np_mix_h1(h[m], _np_mix_k1(b, np), np)
+    h = _np_fmix(h, ln.astype(np.uint32), np)
+    out = np.empty_like(h)
+    out[order] = h
+    return out
+
+
+def _np_column(column: Any, t: DataType, seed: Any, np: Any, pa: Any) -> Any | None:
+    """The running hash ``seed`` (uint32 per row) after the values of one Arrow column of Spark type ``t``; None
+    for a type this does not hash in bulk (arrays, maps, decimals over 18 digits)."""
+    n = len(column)
+    if isinstance(t, NullType) or n == 0:
+        return seed
+    valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+    if isinstance(t, StructType):
+        h = seed
+        for i, f in enumerate(t.fields):
+            h = _np_column(column.field(i), f.data_type, h, np, pa)
+            if h is None:
+                return None
+        return h if valid is None else np.where(valid, h, seed)
+    buffers = column.buffers()
+    if isinstance(t, (StringType, BinaryType)):
+        offsets = np.frombuffer(buffers[1], dtype=np.int32, count=column.offset + n + 1)[column.offset :]
+        data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        starts, lens = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
+        h = _np_hash_bytes(data, starts, lens, seed, np)
+    elif isinstance(t, DecimalType):
+        if t.fixed is None or not pa.types.is_decimal128(column.type):
+            return None
+        unscaled = np.frombuffer(buffers[1], dtype="<i8").reshape(-1, 2)[column.offset : column.offset + n, 0]
+        h = _np_hash_long(unscaled, seed, np)
+    elif isinstance(t, BooleanType):
+        bits = np.unpackbits(np.frombuffer(buffers[1], dtype=np.uint8), bitorder="little")
+        h = _np_hash_int(bits[column.offset : column.offset + n].astype(np.int32), seed, np)
+    else:
+        width: dict[type, int] = {ByteType: 1, ShortType: 2, IntegerType: 4, DateType: 4, FloatType: 4, LongType: 8}
+        width[DoubleType] = 8
+        size = width.get(type(t), 8 if isinstance(t, (TimestampType, TimestampNTZType)) else 0)
+        if not size or column.type.bit_width != 8 * size:
+            return None
+        kind = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[size]
+        raw = np.frombuffer(buffers[1], dtype=kind, count=column.offset + n)[column.offset :]
+        if isinstance(t, FloatType):
+            f = raw.view(np.float32)
+            bits = np.where(f == 0.0, 0, np.where(np.isnan(f), _CANONICAL_NAN_FLOAT, raw))
+            h = _np_hash_int(bits.astype(np.int32), seed, np)
+        elif isinstance(t, DoubleType):
+            d = raw.view(np.float64)
+            bits = np.where(d == 0.0, 0, np.where(np.isnan(d), _CANONICAL_NAN_DOUBLE, raw))
+            h = _np_hash_long(bits.astype(np.int64), seed, np)
+        elif size == 8:
+            h = _np_hash_long(raw, seed, np)
+        else:
+            h = _np_hash_int(raw.astype(np.int32), seed, np)
+    return h if valid is None else np.where(valid, h, seed)
+
+
+def hash_columns(columns: Sequence[Any], schema: StructType, seed: int = SEED) -> Any | None:
+    """:func:`hash_row` of every row of Arrow ``columns`` (one per field of ``schema``, as
+    :func:`ckptfix.state.decode.decode_columns` gives them), computed column by column with numpy: an int32
+    array. None where a column's type is not hashed in bulk (then hash row by row); None without numpy/pyarrow."""
+    try:
+        import numpy as np
+        import pyarrow as pa
+    except ImportError:
+        return None
+    n = len(columns[0]) if columns else 0
+    h: Any = np.full(n, seed & _MASK, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        for column, f in zip(columns, schema.fields, strict=True):
+            h = _np_column(column, f.data_type, h, np, pa)
+            if h is None:
+                return None
+    return h.view(np.int32)

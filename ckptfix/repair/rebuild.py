@@ -16,7 +16,7 @@ keep replaying a pile of changelogs -- and nothing Spark still expects goes away
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from ckptfix.errors import (
     FormatError,
     RebuildRefused,
 )
-from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile
+from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile, unsaferow
 from ckptfix.formats.statefile import Record
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
@@ -199,18 +199,31 @@ def write_snapshot(
     reason: str,
     rule: str,
     unique_id: str | None = None,
+    segments: list[tuple[Any, Any]] | None = None,
 ) -> list[str]:
     """Plan the snapshot of version ``sel.version`` holding exactly ``pairs`` (HDFS: ``N.snapshot`` in the
     query's codec; RocksDB: ``N.zip`` + fresh SSTs, ``meta`` giving the column-family fields). An existing
     snapshot of that version is replaced (the engine backs it up). ``unique_id``: name a RocksDB zip
     ``N_<unique_id>.zip`` (checkpoint format v2) with this id instead of the one the chain gives version N.
-    Returns the files written."""
+    ``segments``: the pairs as (key rows, value rows) Arrow arrays instead (:func:`ckptfix.stores.records.bulk_pairs`:
+    RocksDB rows without the version byte; no column families). Returns the files written."""
     n = sel.version
     if chain.provider == "hdfs":
         rel = f"{store.rel}/{layout.state_file_name(n, 'snapshot')}"
-        raw = statefile.dump_snapshot([Record(k, v) for k, v in pairs])
+        if segments is not None:
+            raw = records.snapshot_bytes(segments)
+        else:
+            raw = statefile.dump_snapshot([Record(k, v) for k, v in pairs])
         builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), reason, rule)
         return [rel]
+    if segments is not None:
+        if (meta or {}).get("columnFamilyMapping"):
+            raise ValueError("segments of a store with column families")
+        content: Iterable[tuple[bytes, bytes]] = records.prefixed_pairs(
+            segments, bytes([unsaferow.STATE_ENCODING_VERSION])
+        )
+        count = sum(len(keys) for keys, _ in segments)
+        return _rocks_snapshot(sel, store, chain, content, meta or {}, builder, reason, rule, unique_id, count)
     return _rocks_snapshot(sel, store, chain, pairs, meta or {}, builder, reason, rule, unique_id)
 
 
@@ -218,12 +231,13 @@ def _rocks_snapshot(
     sel: Selection,
     store: StoreDir,
     chain: chains.Chain,
-    content: list[Any],
+    content: Iterable[Any],
     meta: dict[str, Any],
     builder: PlanBuilder,
     reason: str,
     rule: str,
     unique_id: str | None = None,
+    count: int | None = None,
 ) -> list[str]:
     from ckptfix.stores import rocks
 
@@ -234,13 +248,17 @@ def _rocks_snapshot(
     mapping = meta.get("columnFamilyMapping") or {}
     types = meta.get("columnFamilyTypeMap") or {}
     cf_fields: dict[str, Any] | None = None
-    num_keys = len(content)
+    if count is None:
+        content = list(content)
+        count = len(content)
+    num_keys = count
     if mapping:
+        assert isinstance(content, list)
         internal_ids = {i for name, i in mapping.items() if types.get(name)}
         internal = sum(
             1 for k, _ in content if len(k) >= 2 and int.from_bytes(k[:2], "little", signed=True) in internal_ids
         )
-        num_keys = len(content) - internal
+        num_keys = count - internal
         cf_fields = {
             "numInternalKeys": internal,
             "columnFamilyMapping": mapping,

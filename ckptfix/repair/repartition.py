@@ -59,17 +59,19 @@ from ckptfix.errors import (
     RepartitionRefused,
     UsageError,
 )
-from ckptfix.formats import commitlog, offsetlog, opmeta, sparkhash
+from ckptfix.formats import commitlog, offsetlog, opmeta, sparkhash, unsaferow
+from ckptfix.formats.unsaferow import StructType
 from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
 from ckptfix.repair.sink_entry import DEFAULT_COMPACT_INTERVAL, plan_sink_entry
 from ckptfix.sinks import open_sink
-from ckptfix.state.decode import Decoder, column_family_of
+from ckptfix.state.decode import Decoder, bulk_decodable, column_family_of, decode_columns
 from ckptfix.state.placement import placement, tws_grouping
 from ckptfix.state.read import ENCODING, Selection, select, store_chain
 from ckptfix.state.schemas import operator_info, store_schema
+from ckptfix.stores import records
 from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
 RULE = "STATE-REPARTITION"
@@ -87,6 +89,8 @@ class StoreMove:
     written: list[str] = field(default_factory=list)
     #: checkpoint format v2: new partition -> the unique id of its new snapshot
     ids: dict[int, str] = field(default_factory=dict)
+    #: partitions read, checked and placed in bulk (numpy, Arrow); the others one key at a time
+    bulk: int = 0
 
 
 @dataclass
@@ -349,6 +353,8 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
         cols = "(" + ", ".join(where.columns.names) + ")"
     move = StoreMove(sel.op.operator, name, cols, 0)
     buckets: list[list[tuple[bytes, bytes]]] = [[] for _ in range(partitions)]
+    #: the bulk path's pairs: per new partition, (key rows, value rows) Arrow segments
+    placed: list[list[tuple[Any, Any]]] = [[] for _ in range(partitions)]
     meta: dict[str, Any] | None = None
     chain = None
     for part in range(current):
@@ -357,6 +363,15 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
             rel = f"{sel.op.rel}/{part}" + ("" if name == "default" else f"/{name}")
             raise FormatError(ckpt.display(rel), 0, f"the state store {name!r}", "no directory", kind="missing-file")
         chain = store_chain(sel, store)
+        if where is not None:
+            bulk = _bulk_placed(sel, chain, sch, where.width, partitions)
+            if bulk is not None:
+                for new_part, (keys, values) in enumerate(bulk):
+                    if len(keys):
+                        placed[new_part].append((keys, values))
+                        move.keys += len(keys)
+                move.bulk += 1
+                continue
         pairs, part_meta = read_version(sel, chain)
         if meta is None or (part_meta and part_meta.get("columnFamilyMapping")):
             meta = part_meta
@@ -378,13 +393,20 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
     target = dataclasses.replace(sel, batch=version - 1, version=version)
     v2 = _format_v2(sel)
     for part, pairs in enumerate(buckets):
-        move.placed[part] = len(pairs)
+        segments = placed[part]
+        count = len(pairs) + sum(len(keys) for keys, _ in segments)
+        move.placed[part] = count
         store = _store_dir(sel, name, part)
-        reason = f"version {version}: {len(pairs)} key(s) Spark's hash partitioning places in partition {part}"
+        reason = f"version {version}: {count} key(s) Spark's hash partitioning places in partition {part}"
         uid = str(uuid.uuid4()) if v2 else None
         if uid is not None:
             move.ids[part] = uid
-        move.written += write_snapshot(target, store, chain, pairs, meta, builder, reason, RULE, unique_id=uid)
+        if segments and pairs:  # some partitions read one by one (the bulk path did not take them): all as pairs
+            pairs = pairs + _pairs_of(segments, sel.provider)
+            segments = []
+        move.written += write_snapshot(
+            target, store, chain, pairs, meta, builder, reason, RULE, unique_id=uid, segments=segments or None
+        )
     if v2:  # the commit log names the snapshot of each partition < M; Spark's runner leaves the others alone too
         return move
     for part in sorted(p for p in sel.op.partitions if p >= partitions):
@@ -395,6 +417,90 @@ def _move(sel: Selection, name: str, current: int, partitions: int, version: int
         )
         move.written += write_snapshot(target, store, chain, [], meta, builder, reason, RULE)
     return move
+
+
+def _bulk_placed(sel: Selection, chain: Any, sch: Any, width: int, partitions: int) -> list[tuple[Any, Any]] | None:
+    """Version ``chain.version`` of one partition's store split by new partition, in bulk: the store read into
+    Arrow arrays as ``state read`` reads it (:func:`ckptfix.stores.records.bulk_pairs`), every key and value
+    decoded column by column (which checks them as the row-by-row decoder would), the partitioning columns
+    hashed with numpy (:func:`ckptfix.formats.sparkhash.hash_columns`). (keys, values) per new partition, as a
+    snapshot stores them (RocksDB without the version byte). None where this does not apply (then the pairs are
+    read, checked and placed one by one, which reports anything wrong)."""
+    if sel.row_checksum or sel.join_side is not None or sel.state_var is not None:
+        return None
+    if not (bulk_decodable(sch.key) and bulk_decodable(sch.value)):
+        return None
+    if sel.provider == "rocksdb" and sch.encoding.kind != "none":
+        return None
+    try:
+        import numpy as np
+
+        from ckptfix.state.export import arrow_type
+    except ImportError:
+        return None
+    ckpt = sel.ckpt
+    if sel.provider == "rocksdb" and chain.base is not None:
+        if _column_families(sel, chain):
+            return None
+        delimiter = sel.delimiter
+        segments = records.rocksdb_bulk_pairs(ckpt, chain, sel.codec, b"," if delimiter is None else delimiter)
+    else:
+        segments = records.bulk_pairs(ckpt, chain, sel.codec, sel.provider)
+    if segments is None:
+        return None
+    key_type, value_type = arrow_type(sch.key), arrow_type(sch.value)
+    columns = StructType(sch.key.fields[:width])
+    out: list[tuple[list[Any], list[Any]]] = [([], []) for _ in range(partitions)]
+    for keys, values in segments:
+        for at in range(0, len(keys), _BULK_ROWS):
+            k, v = keys.slice(at, _BULK_ROWS), values.slice(at, _BULK_ROWS)
+            decoded = decode_columns(k, sch.key, key_type)
+            if decoded is None or decode_columns(v, sch.value, value_type) is None:
+                return None
+            hashes = sparkhash.hash_columns([decoded.field(i) for i in range(width)], columns)
+            if hashes is None:
+                return None
+            target = np.mod(hashes.astype(np.int64), partitions)
+            order = np.argsort(target, kind="stable")
+            bounds = np.searchsorted(target[order], np.arange(partitions + 1))
+            for p in range(partitions):
+                if bounds[p] < bounds[p + 1]:
+                    take = records.arrow_of(order[bounds[p] : bounds[p + 1]])
+                    out[p][0].append(k.take(take))
+                    out[p][1].append(v.take(take))
+    return [_concat(ks, vs) for ks, vs in out]
+
+
+#: pairs decoded and hashed at a time on the bulk path
+_BULK_ROWS = 1 << 20
+
+
+def _concat(keys: list[Any], values: list[Any]) -> tuple[Any, Any]:
+    import pyarrow as pa
+
+    if not keys:
+        empty = pa.array([], type=pa.binary())
+        return empty, empty
+    return pa.concat_arrays(keys), pa.concat_arrays(values)
+
+
+def _pairs_of(segments: list[tuple[Any, Any]], provider: str) -> list[tuple[bytes, bytes]]:
+    """Bulk segments as the pairs the row-by-row path holds (RocksDB: with the version byte)."""
+    if provider == "rocksdb":
+        return list(records.prefixed_pairs(segments, bytes([unsaferow.STATE_ENCODING_VERSION])))
+    return [pair for keys, values in segments for pair in zip(keys.to_pylist(), values.to_pylist(), strict=True)]
+
+
+def _column_families(sel: Selection, chain: Any) -> bool:
+    """Whether the base zip of a RocksDB chain maps column families (its keys then carry their ids)."""
+    from ckptfix.formats import rocksdbzip
+
+    rel = chain.base.rel
+    try:
+        meta = rocksdbzip.parse(sel.ckpt.location.read(rel), sel.ckpt.display(rel)).metadata
+    except FormatError:
+        return True  # the row-by-row path reports it
+    return bool(meta.column_family_mapping)
 
 
 __all__ = ["RULE", "Repartition", "RepartitionRefused", "StoreMove", "plan_repartition"]

@@ -468,7 +468,7 @@ def _arrow_value(t: u.DataType, value: Any) -> Any:
     return value
 
 
-def _arrow_column(t: u.DataType, values: list[Any]) -> Any:
+def arrow_column(t: u.DataType, values: list[Any]) -> Any:
     """One Arrow array of ``values`` (column-wise: a struct's fields are built as arrays of
     their own, so flat state rows never go through per-row Python dicts)."""
     import pyarrow as pa
@@ -477,7 +477,7 @@ def _arrow_column(t: u.DataType, values: list[Any]) -> Any:
     if isinstance(t, u.StructType) and t.fields:
         mask = pa.array([v is None for v in values], type=pa.bool_())
         children = [
-            _arrow_column(f.data_type, [None if v is None else v.get(k) for v in values])
+            arrow_column(f.data_type, [None if v is None else v.get(k) for v in values])
             for k, f in zip(t.keys, t.fields, strict=True)
         ]
         return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
@@ -525,7 +525,7 @@ def arrow_table(rows: Iterable[Mapping[str, Any]], columns: list[str], schemas: 
         return pa.concat_tables(parts) if parts else schema.empty_table()
     rows = list(rows)
     schema = pa.schema([pa.field(c, _arrow_type(schemas[c])) for c in columns])
-    return pa.Table.from_arrays([_arrow_column(schemas[c], [r.get(c) for r in rows]) for c in columns], schema=schema)
+    return pa.Table.from_arrays([arrow_column(schemas[c], [r.get(c) for r in rows]) for c in columns], schema=schema)
 
 
 def _as_table(item: Any, columns: list[str], schemas: Mapping[str, u.DataType]) -> Any:

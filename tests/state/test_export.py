@@ -145,9 +145,9 @@ def test_column_wise_arrow_equals_row_wise(
     """Parquet columns are built field by field; the values equal Arrow's own row-wise build."""
     import pyarrow as pa
 
-    from ckptfix.state.export import _arrow_column, _arrow_type, _arrow_value
+    from ckptfix.state.export import _arrow_type, _arrow_value, arrow_column
 
     (s, v1), (_, _) = a, b
     values = [decode_row(encode_row(v1, s), s), None]
     row_wise = pa.array([_arrow_value(s, v) for v in values], type=_arrow_type(s))
-    assert _arrow_column(s, values).to_pylist() == row_wise.to_pylist()
+    assert arrow_column(s, values).to_pylist() == row_wise.to_pylist()
