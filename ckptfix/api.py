@@ -120,7 +120,7 @@ class RepairPlan:
         from ckptfix.render import text
 
         buf = StringIO()
-        text.plan(self.plan, self.unfixed, Console(file=buf, width=120, color_system=None))
+        text.plan(self.plan, self.unfixed, Console(file=buf, width=120, color_system=None, markup=False))
         return buf.getvalue()
 
     def to_json(self) -> dict[str, Any]:
@@ -190,7 +190,7 @@ class StatePlan:
         from ckptfix.render import text
 
         buf = StringIO()
-        text.plan(self.plan, [], Console(file=buf, width=120, color_system=None))
+        text.plan(self.plan, [], Console(file=buf, width=120, color_system=None, markup=False))
         return buf.getvalue()
 
     def apply(

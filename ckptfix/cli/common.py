@@ -165,14 +165,14 @@ def _stdout_console() -> type[Console]:
 def out() -> Console:
     """Where results go (stdout). A line of text is never broken at the terminal's width (a pipe's is 80):
     it stays one line for grep and for the reader's own terminal to wrap; tables fit the width."""
-    return _stdout_console()(file=sys.stdout, soft_wrap=True)
+    return _stdout_console()(file=sys.stdout, soft_wrap=True, markup=False)
 
 
 def err() -> Console:
     """Where messages go (stderr): progress, summaries, hints and errors; lines as :func:`out`'s."""
     from rich.console import Console
 
-    return Console(file=sys.stderr, soft_wrap=True)
+    return Console(file=sys.stderr, soft_wrap=True, markup=False)
 
 
 class _NoPandasYet:
@@ -330,7 +330,7 @@ class RichProgress:
 
             self.progress = Progress(
                 SpinnerColumn(),
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),

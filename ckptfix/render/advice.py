@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ckptfix.advise.analyze import COMMIT_PHASES, COMMIT_SUBPHASES, Advice, QueryAdvice, Stat
 from ckptfix.render.jsonout import SCHEMA_VERSION
-from ckptfix.render.text import folding_table
+from ckptfix.render.text import folding_table, styled
 
 _STYLE = {"high": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -45,11 +45,12 @@ def _stat_cells(s: Stat | None, fmt: Any) -> list[str]:
 
 
 def _query(q: QueryAdvice, a: Advice, console: Console) -> None:
-    console.print(
-        f"\n[bold]query {q.name or '(unnamed)'}[/] id {q.query_id}  runs: {len(q.run_ids)}  "
-        f"batches: {len(q.batches)}  idle triggers: {q.idle_triggers}",
-        highlight=False,
-        soft_wrap=True,
+    console.print()
+    styled(
+        console,
+        "bold",
+        f"query {q.name or '(unnamed)'}",
+        f" id {q.query_id}  runs: {len(q.run_ids)}  batches: {len(q.batches)}  idle triggers: {q.idle_triggers}",
     )
     cl = {True: "on", False: "off", None: "unknown"}[q.changelog]
     prov = f"state store: {q.provider}"
@@ -113,7 +114,7 @@ def _query(q: QueryAdvice, a: Advice, console: Console) -> None:
     if not q.recommendations:
         console.print("no recommendation: commit and log writes stay under every threshold", highlight=False)
     for rec in q.recommendations:
-        console.print(f"[{_STYLE[rec.level]}]{rec.level.upper()}[/] {rec.id}: {rec.title}", highlight=False)
+        styled(console, _STYLE[rec.level], rec.level.upper(), f" {rec.id}: {rec.title}")
         console.print(f"  {rec.text}", highlight=False, soft_wrap=True)
         console.print(f"  threshold: {rec.threshold}", highlight=False, soft_wrap=True)
         if rec.availability:
@@ -128,7 +129,7 @@ def text(a: Advice, console: Console) -> None:
         if a.concurrency is not None
         else "one task slot per partition (waves = 1, the lower bound; pass --concurrency for your cluster)"
     )
-    console.print(f"[bold]model[/]: {a.model}; concurrency: {how}", highlight=False, soft_wrap=True)
+    styled(console, "bold", "model", f": {a.model}; concurrency: {how}")
     for q in a.queries:
         _query(q, a, console)
 

@@ -29,10 +29,19 @@ def folding_table(*headers: str, whole: tuple[str, ...] = (), **kwargs: Any) -> 
     return t
 
 
+def styled(console: Console, style: str, head: str, rest: str = "") -> None:
+    """One line: ``head`` in ``style``, then ``rest``, both printed as they are. Every console ckptfix prints
+    through has markup off (a path such as ``ck[prod]`` or a hint such as ``pip install 'ckptfix[rocksdb]'`` must
+    not lose its brackets): this is the one way a line gets a style."""
+    from rich.text import Text
+
+    console.print(Text.assemble((head, style), rest), highlight=False, soft_wrap=True)
+
+
 def report(r: Report, console: Console) -> None:
     v = r.verdict
     style = "bold yellow" if v.restarts is None else "bold green" if v.restarts and not v.hazards else "bold red"
-    console.print(f"[{style}]{v.headline}[/]", highlight=False, soft_wrap=True)
+    styled(console, style, v.headline)
     console.print(f"checkpoint: {r.checkpoint}", highlight=False, soft_wrap=True)
     facts = r.facts
 
@@ -49,9 +58,8 @@ def report(r: Report, console: Console) -> None:
         console.print("no findings")
     for f in r.findings:
         blocker = " (restart blocker)" if v.blocking_rule == f.rule_id and f.spark_error is v.error else ""
-        console.print(
-            f"\n[{_STYLE[f.severity]}]{f.severity.upper()}[/] {f.rule_id}{blocker}: {f.title}", highlight=False
-        )
+        console.print()
+        styled(console, _STYLE[f.severity], f.severity.upper(), f" {f.rule_id}{blocker}: {f.title}")
         console.print(f"  {f.message}", highlight=False, soft_wrap=True)
         for e in f.evidence:
             parts = [e.path]
@@ -73,7 +81,7 @@ def report(r: Report, console: Console) -> None:
 
 
 def inspection(i: Inspection, console: Console) -> None:
-    console.print(f"[bold]checkpoint[/] {i.checkpoint}", highlight=False, soft_wrap=True)
+    styled(console, "bold", "checkpoint", f" {i.checkpoint}")
     console.print(f"query id: {i.query_id or '(unknown)'}", highlight=False)
     t = folding_table("setting", "value", title="recorded configuration", title_justify="left")
     for k, v in i.settings.items():
@@ -123,16 +131,14 @@ def inspection(i: Inspection, console: Console) -> None:
         console.print(ops)
     console.print(f"{i.total_files} files, {i.total_bytes} bytes", highlight=False)
     for p in i.problems:
-        console.print(f"[yellow]problem[/] {p}", highlight=False, soft_wrap=True)
+        styled(console, "yellow", "problem", f" {p}")
 
 
 def plan(p: Plan, unfixed: list[str], console: Console, applied: str | None = None) -> None:
     if p.empty:
-        console.print("[bold]No changes planned.[/]", highlight=False)
+        styled(console, "bold", "No changes planned.")
     else:
-        console.print(
-            f"[bold]Plan[/] for {p.checkpoint} (Spark {p.target_spark}): {p.fix}", highlight=False, soft_wrap=True
-        )
+        styled(console, "bold", "Plan", f" for {p.checkpoint} (Spark {p.target_spark}): {p.fix}")
         for i, a in enumerate(p.actions, 1):
             why = f" - {a.reason}" if a.reason else ""
             rule = f" [{a.rule}]" if a.rule else ""
@@ -140,12 +146,12 @@ def plan(p: Plan, unfixed: list[str], console: Console, applied: str | None = No
         for e in p.effects:
             console.print(f"  afterwards: {e}", highlight=False, soft_wrap=True)
     for u in unfixed:
-        console.print(f"[yellow]not fixed[/] {u}", highlight=False, soft_wrap=True)
+        styled(console, "yellow", "not fixed", f" {u}")
     for note in p.notes:
         if note not in unfixed:
             console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if applied:
-        console.print(f"[green]applied[/] as run {applied}; `ckptfix undo` restores it byte for byte", highlight=False)
+        styled(console, "green", "applied", f" as run {applied}; `ckptfix undo` restores it byte for byte")
     elif not p.empty:
         console.print("Nothing was changed (dry run). Add --apply to carry the plan out.", highlight=False)
 
@@ -202,7 +208,7 @@ def _lines(console: Console) -> Any:
 def rules(items: Any, console: Console) -> None:
     """``ckptfix rules``: id, severity and title, what the rule means, its fix."""
     for r in items:
-        console.print(f"[bold]{r.id}[/] ({r.severity}) {r.title}", highlight=False)
+        styled(console, "bold", r.id, f" ({r.severity}) {r.title}")
         console.print(f"  {r.docs}", highlight=False, soft_wrap=True)
         console.print(f"  fix: {r.fix}", highlight=False, soft_wrap=True)
 
