@@ -224,6 +224,20 @@ def _index_store_entry(store: StoreDir, rest: list[str], path: str, entry: Entry
         store.files[(parsed.kind, parsed.version, parsed.unique_id)] = path
 
 
+def _did_you_mean(location: Location, entries: Mapping[str, Entry], marks: set[str]) -> str:
+    """A hint for a path next to a checkpoint: its parent directory (a checkpoint below it) or one of its
+    directories (``offsets/``, ``state/`` ...)."""
+    inside = sorted({p.split("/", 1)[0] for p in entries if "/" in p and p.split("/")[1] in marks})
+    if inside:
+        names = " or ".join(location.display(d) for d in inside[:3])
+        return f"; {names} {'holds' if len(inside) == 1 else 'hold'} one: did you mean it?"
+    name = location.url.rstrip("/").rsplit("/", 1)[-1]
+    if name in marks and "/" in location.url.rstrip("/"):
+        parent = location.url.rstrip("/").rsplit("/", 1)[0]
+        return f"; this looks like the {name}/ directory of a checkpoint: did you mean {parent}?"
+    return ""
+
+
 class Checkpoint:
     """A streaming checkpoint, listed once."""
 
@@ -248,9 +262,10 @@ class Checkpoint:
         location = Location(url, storage_options)
         entries = location.list_tree()
         top = {p.split("/", 1)[0] for p in entries}
-        if not top & {layout.METADATA, layout.OFFSETS, layout.COMMITS, layout.STATE, layout.SOURCES}:
+        marks = {layout.METADATA, layout.OFFSETS, layout.COMMITS, layout.STATE, layout.SOURCES}
+        if not top & marks:
             found = "an empty directory" if not top else "entries " + ", ".join(sorted(top)[:5])
-            raise NotACheckpoint(location.url, found)
+            raise NotACheckpoint(location.url, found + _did_you_mean(location, entries, marks))
         return cls(location, entries)
 
     # -- reading -------------------------------------------------------------------------

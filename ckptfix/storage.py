@@ -215,15 +215,20 @@ class Location:
         return OSError(f"{where}: storage error: {text}")
 
     # -- listing and reading -----------------------------------------------------------
-    def list_tree(self, rel: str = "") -> dict[str, Entry]:
-        """Every file and directory below ``rel`` (relative posix paths), in one listing."""
-        base = self.path(rel)
+    def require_directory(self, rel: str = "") -> None:
+        """:class:`FileNotFoundError` / :class:`NotADirectoryError` (one line naming the path) unless ``rel`` is a
+        directory: for commands that would otherwise answer "nothing recorded" about a path that is not there."""
         try:
-            info = self.fs.info(base)
+            info = self.fs.info(self.path(rel))
         except Exception as exc:  # noqa: BLE001 - normalised below
             raise self._storage_error(rel, exc) from None
         if info.get("type") != "directory":
             raise NotADirectoryError(f"{self.display(rel)}: expected a directory, found a file")
+
+    def list_tree(self, rel: str = "") -> dict[str, Entry]:
+        """Every file and directory below ``rel`` (relative posix paths), in one listing."""
+        base = self.path(rel)
+        self.require_directory(rel)
         if self.is_local:
             # fsspec's local find skips directories it cannot read; a checkpoint that looks
             # empty because of permissions would be a silently wrong answer, so walk ourselves

@@ -204,6 +204,7 @@ def apply(
     opts = storage_options(fmt, storage_option, endpoint_url)
     if resume:
         ckpt = Location(target, opts)
+        ckpt.require_directory()
         run_id = engine.resume(ckpt, _backup(target, backup_dir, opts), run)
         plan = engine.Runs(_backup(target, backup_dir, opts)).plan_of(run_id)
     else:
@@ -248,6 +249,7 @@ def undo(
     """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     ckpt = Location(checkpoint, opts)
+    ckpt.require_directory()  # a mistyped path is an error, not "nothing to undo"
     run_id = engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run, force=force, idle_seconds=idle_seconds)
     if fmt is Format.json:
         emit(jsonout.document(undone_run=run_id))
@@ -265,6 +267,7 @@ def history(
 ) -> None:
     """List ckptfix runs on a checkpoint: when, what, status."""
     opts = storage_options(fmt, storage_option, endpoint_url)
+    Location(checkpoint, opts).require_directory()  # a mistyped path is an error, not "no runs recorded"
     runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
     items = [runs.info(r) for r in runs.run_ids()]
     if fmt is Format.json:

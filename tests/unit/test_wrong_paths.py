@@ -1,0 +1,62 @@
+"""A mistyped or misplaced checkpoint path is an error that says what is there (exit 2, one line), never an
+answer about nothing: ``history`` of a path that is not there is not "no runs recorded", ``undo`` not "nothing
+to undo"; a path next to a checkpoint names the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.realckpt import sample_checkpoint
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("command", [["history"], ["undo"], ["apply", "--resume"]])
+def test_a_path_that_is_not_there(command: list[str], tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    proc = _cli(*command, str(missing))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"ckptfix: error: {missing}: no such file or directory"
+    proc = _cli(*command, str(missing), "--format", "json")
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"]["message"] == f"{missing}: no such file or directory"
+
+
+@pytest.mark.parametrize("command", [["history"], ["undo"]])
+def test_a_file_is_not_a_checkpoint(command: list[str]) -> None:
+    proc = _cli(*command, str(sample_checkpoint() / "metadata"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith("/metadata: expected a directory, found a file")
+
+
+def test_history_of_a_checkpoint_without_runs_is_empty(tmp_path: Path) -> None:
+    shutil.copytree(sample_checkpoint(), tmp_path / "ckpt")
+    proc = _cli("history", str(tmp_path / "ckpt"), "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["runs"] == []
+
+
+def test_the_parent_of_a_checkpoint_names_it(tmp_path: Path) -> None:
+    shutil.copytree(sample_checkpoint(), tmp_path / "ckpt")
+    (tmp_path / "input").mkdir()
+    proc = _cli("audit", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(f"found entries ckpt, input; {tmp_path}/ckpt holds one: did you mean it?")
+
+
+def test_a_directory_of_a_checkpoint_names_the_checkpoint(tmp_path: Path) -> None:
+    shutil.copytree(sample_checkpoint(), tmp_path / "ckpt")
+    proc = _cli("audit", str(tmp_path / "ckpt" / "offsets"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(
+        f"this looks like the offsets/ directory of a checkpoint: did you mean {tmp_path}/ckpt?"
+    )
