@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from enum import Enum
@@ -142,37 +143,38 @@ def schema_options(key_ddl: str | None, value_ddl: str | None, force: bool = Fal
     }
 
 
-def stdout_gone() -> None:
-    """The reader of stdout went away (``ckptfix ... | head``): everything still to print goes to
-    /dev/null, so the command ends quietly, with the exit code of its result, as other Unix tools do."""
+def stdout_gone(stream: Any = None) -> None:
+    """The reader of stdout (or of ``stream``: stderr) went away (``ckptfix ... | head``): everything still to
+    print there goes to /dev/null, so the command ends quietly, with the exit code of its result, as other Unix
+    tools do."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    with contextlib.suppress(OSError, ValueError):  # a stream without a file descriptor (a capture): nothing to do
+        os.dup2(devnull, (stream or sys.stdout).fileno())
     os.close(devnull)
 
 
 @cache
-def _stdout_console() -> type[Console]:
+def _console() -> type[Console]:
     from rich.console import Console
 
-    class _Stdout(Console):
-        def on_broken_pipe(self) -> None:  # rich's default exits 1
+    class _Quiet(Console):
+        def on_broken_pipe(self) -> None:  # rich's default exits 1, the exit code of "findings"
             self.quiet = True
-            stdout_gone()
+            stdout_gone(self.file)
 
-    return _Stdout
+    return _Quiet
 
 
 def out() -> Console:
     """Where results go (stdout). A line of text is never broken at the terminal's width (a pipe's is 80):
     it stays one line for grep and for the reader's own terminal to wrap; tables fit the width."""
-    return _stdout_console()(file=sys.stdout, soft_wrap=True, markup=False)
+    return _console()(file=sys.stdout, soft_wrap=True, markup=False)
 
 
 def err() -> Console:
-    """Where messages go (stderr): progress, summaries, hints and errors; lines as :func:`out`'s."""
-    from rich.console import Console
-
-    return Console(file=sys.stderr, soft_wrap=True, markup=False)
+    """Where messages go (stderr): progress, summaries, hints and errors; lines as :func:`out`'s. A closed
+    stderr ends them quietly, as a closed stdout ends the results."""
+    return _console()(file=sys.stderr, soft_wrap=True, markup=False)
 
 
 class _NoPandasYet:

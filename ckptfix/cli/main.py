@@ -169,7 +169,13 @@ def usage_message(exc: BaseException) -> str:
 
 
 def _safe_streams() -> None:
-    """Text a checkpoint holds (a lone surrogate in JSON, undecodable bytes) is printed escaped, never cut."""
+    """Text a checkpoint holds (a lone surrogate in JSON, undecodable bytes) is printed escaped, never cut. A
+    stream closed before the start (``2>&-``: Python then has no ``sys.stderr``) writes to /dev/null, so the
+    command ends with the exit code of its result."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:

@@ -187,6 +187,33 @@ def test_a_closed_pipe_ends_quietly_with_the_commands_exit_code(args: list[str],
     assert err in (full.stderr, ""), err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["audit", "{sample}"], ["audit", "{healthy}"], ["inspect", "{agg}"], ["state", "read", "{agg}"]],
+    ids=" ".join,
+)
+@pytest.mark.parametrize("how", ["closed", "broken-pipe"])
+def test_a_closed_stderr_keeps_the_commands_exit_code(args: list[str], how: str, agg: Path) -> None:
+    """``2>&-`` (no stderr at all) and a reader of stderr that went away (``2>&1 | head -1``): the messages are
+    lost, the result and its exit code are not (rich's default for a broken pipe is exit 1, "findings")."""
+    healthy = sample_checkpoint().parent / "rocksdb-changelog"
+    argv = [a.format(sample=sample_checkpoint(), agg=agg, healthy=healthy) for a in args]
+    full = cli(*argv)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stderr: Any = write_end
+    command = [sys.executable, "-m", "ckptfix.cli.main", *argv]
+    if how == "closed":  # the shell's `2>&-`: the child starts without file descriptor 2
+        command = ["sh", "-c", '"$@" 2>&-', "sh", *command]
+    proc = subprocess.run(
+        command, stdout=subprocess.PIPE, stderr=stderr, timeout=180, env={**os.environ, "COLUMNS": "120"}
+    )
+    os.close(write_end)
+    assert proc.returncode == full.returncode
+    # the same result (a parallel read interleaves its partitions' rows in any order)
+    assert sorted(proc.stdout.decode().splitlines()) == sorted(full.stdout.splitlines())
+
+
 @pytest.fixture
 def damaged(agg: Path, tmp_path: Path) -> Path:
     """Partition 2's newest delta is garbage: partitions 0 and 1 stream their rows before the read fails."""
