@@ -153,8 +153,12 @@ def plan_repair(
     sink_path: str | None = None,
     stateful: bool | None = None,
     strategy: str | None = None,
+    query_id: str | None = None,
+    accept_edits: bool = False,
 ) -> RepairPlan:
-    """The plan ``ckptfix repair`` shows: a fix for every error finding that has one."""
+    """The plan ``ckptfix repair`` shows: a fix for every error finding that has one. ``query_id`` and
+    ``accept_edits`` are ``repair --query-id`` (the query id to restore a missing metadata file with) and
+    ``--accept-edits`` (keep log files edited after Spark wrote them, regenerating their .crc sidecars)."""
     from ckptfix.repair.planning import STRATEGIES
     from ckptfix.repair.planning import plan_repair as make_plan
 
@@ -166,6 +170,7 @@ def plan_repair(
         storage_options=opts,
         sink_path=sink_path,
         stateful=stateful,
+        options={"query_id": query_id, "accept_edits": accept_edits},
     )
     return RepairPlan(plan, report, unfixed, url, opts, target_spark)
 

@@ -157,3 +157,27 @@ def test_plan_repartition_moves_the_state_and_keeps_every_row(tmp_path: Path) ->
     after = list(ckptfix.read_state(url, as_arrow=False))
     assert sorted((r["key"]["key"], r["value"]["count"]) for r in after) == before
     assert {r["partition_id"] for r in after} <= set(range(5))
+
+
+def test_plan_repair_takes_the_query_id_the_cli_takes(tmp_path: Path) -> None:
+    """A truncated ``metadata``: without the id the plan leaves it unfixed and says what to pass; with
+    ``query_id`` (``repair --query-id``) it restores the file with that id, as the CLI's plan does."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(ROOT / "samples" / "rocksdb-changelog", ckpt)
+    (ckpt / "metadata").write_text('{"id":"')
+    blind = ckptfix.plan_repair(str(ckpt))
+    assert not blind.plan.actions and any("--query-id" in u for u in blind.unfixed)
+    qid = "0b7a8c1e-2f3d-4e5f-8a9b-0c1d2e3f4a5b"
+    plan = ckptfix.plan_repair(str(ckpt), query_id=qid)
+    assert [a.path for a in plan.plan.actions if a.path == "metadata"] == ["metadata"]
+    cli = CliRunner().invoke(app, ["repair", str(ckpt), "--query-id", qid, "--format", "json"])
+    assert cli.exit_code == 0, cli.output
+    assert [a["path"] for a in json.loads(cli.output)["plan"]["actions"]] == [a.path for a in plan.plan.actions]
+    plan.apply(idle_seconds=0)
+    assert json.loads((ckpt / "metadata").read_text().splitlines()[0])["id"] == qid
+
+
+@pytest.mark.parametrize("target", [4.3, 35, b"4.3"])
+def test_a_target_that_is_not_a_string_is_a_usage_error(target: object) -> None:
+    with pytest.raises(UsageError, match="target_spark: expected a version string such as"):
+        ckptfix.audit(str(ROOT / "samples" / "rocksdb-changelog"), target_spark=target)  # type: ignore[arg-type]

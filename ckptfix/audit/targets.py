@@ -81,6 +81,8 @@ NEWEST = SUPPORTED[-1]
 
 def parse_target(text: str | None) -> SparkTarget:
     """'4.3', '4.3.0' or 'spark-4.3' -> SparkTarget; anything unsupported is a usage error."""
+    if text is not None and not isinstance(text, str):  # the API: 4.3 as a number would be 4.1 for "4.10"
+        raise UsageError(f"target_spark: expected a version string such as {NEWEST!r}, found {text!r}")
     raw = (text or NEWEST).strip().lower().removeprefix("spark-").removeprefix("v")
     parts = raw.split(".")
     label = ".".join(parts[:2])
