@@ -154,6 +154,7 @@ class Problem:
     spark_error: SparkError | None
     severity: str | None = None
     undecided: bool = False
+    fix: str | None = None  # this finding's own fix (default: the rule's)
 
 
 def _corrupt_error(fp: FileProblem) -> SparkError:
@@ -287,12 +288,30 @@ class StoreCheck:
                 f"{rel} is missing; version {self.N} = {base} + deltas {chain.base_version + 1}..{self.N}",
                 (Evidence(self.display(rel), expected="a file", found="none"),),
                 E.delta_missing(self.ctx.target, rel),
+                fix=self.gap_fix(rel),
             )
         return Problem(
             CHAIN.id,
             f"{rel} is missing; version {self.N} = {base} + changelogs up to {self.N}",
             (Evidence(self.display(rel), expected="a file", found="none"),),
             E.streaming_file_missing(self.ctx.target, rel),
+            fix=self.gap_fix(rel),
+        )
+
+    def gap_fix(self, rel: str) -> str:
+        """What to do about a missing delta/changelog: the changes it held are nowhere else, so no rebuild brings
+        version N back; the newest version this store still loads names the batch to roll back to."""
+        older = [v for v in chains.loadable_versions(self.store, self.provider) if v < self.N]
+        head = f"Restore {rel} from a backup: the changes it held are in no other file, so no rebuild brings back"
+        head += f" version {self.N}."
+        if not older:
+            return head + " No older version of this store loads either: without the file, only a new checkpoint."
+        v = max(older)
+        url = self.ctx.ckpt.location.url
+        return (
+            f"{head} Or roll back to batch {v - 1} (`ckptfix rollback {url} --to-batch {v - 1}`; the newest "
+            f"version this store loads is {v}): Spark then runs batches {v}.. again from the source, which must "
+            "still hold their input."
         )
 
     def chain_v1(self) -> Problem | None:
@@ -550,6 +569,7 @@ def _as_finding(problem: Problem, stage: int | None = None) -> Finding:
         spark_error=problem.spark_error,
         stage=stage if problem.spark_error else None,
         undecided=problem.undecided,
+        fix=problem.fix,
     )
 
 
