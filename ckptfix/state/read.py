@@ -180,20 +180,11 @@ def select(
     if op is None:
         found = ", ".join(str(o) for o in sorted(ckpt.state.operators))
         if not found:
-            raise FormatError(
-                ckpt.display("state"),
-                0,
-                "state stores (state/<operator>/...)",
-                "none: a stateless query, or state/ is gone",
-                kind="missing-file",
+            raise UsageError(
+                f"{ckpt.display('state')}: no state stores (state/<operator>/...): the query is stateless, "
+                "or its state/ directory is gone"
             )
-        raise FormatError(
-            ckpt.display(f"state/{operator}"),
-            0,
-            f"state of operator {operator}",
-            f"operators {found}",
-            kind="missing-file",
-        )
+        raise UsageError(f"--operator {operator}: no such operator in {ckpt.display('state')} (has {found})")
     info = operator_info(ckpt, op, batch)
     if join_side is not None:
         if join_side not in JOIN_SIDES:
@@ -221,6 +212,11 @@ def select(
             f"no state variable {state_var!r} in operator {operator} (has {', '.join(info.column_families)})"
         )
     name = store_name or "default"
+    # ("default" is also how ckptfix's own listing and rebuild ask for an operator whatever its stores)
+    if store_name not in (None, "default") and op.store_names and store_name not in op.store_names:
+        raise UsageError(
+            f"--store {store_name}: no such store in {ckpt.display(op.rel)} (has {', '.join(sorted(op.store_names))})"
+        )
     if store_name is None and info.is_join and join_side is None:
         raise UsageError(
             f"operator {operator} is a stream-stream join: choose --join-side left|right "
@@ -229,13 +225,8 @@ def select(
     parts = sorted(op.partitions)
     if partition is not None:
         if partition not in op.partitions:
-            raise FormatError(
-                ckpt.display(f"{op.rel}/{partition}"),
-                0,
-                f"partition {partition}",
-                f"partitions {parts[0] if parts else '-'}..{parts[-1] if parts else '-'}",
-                kind="missing-file",
-            )
+            have = f"{parts[0]}..{parts[-1]}" if parts else "none"
+            raise UsageError(f"--partition {partition}: no such partition in {ckpt.display(op.rel)} (has {have})")
         parts = [partition]
     conf = _conf_for(ckpt, batch)
     return Selection(

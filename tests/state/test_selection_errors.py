@@ -1,0 +1,39 @@
+"""Asking for state that is not there (an operator, partition or store the checkpoint does not have, or any state
+of a stateless query) is the user's mistake, not a damaged file: a ``UsageError`` naming the option, what the
+checkpoint has, exit 2 (before: a ``FormatError`` "at byte 0" on a file that was never expected)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ROCKS = ROOT / "samples" / "rocksdb-changelog"
+
+
+@pytest.mark.parametrize(
+    ("ckpt", "args", "message"),
+    [
+        (ROCKS, ["--operator", "99"], f"--operator 99: no such operator in {ROCKS}/state (has 0)"),
+        (ROCKS, ["--partition", "5"], f"--partition 5: no such partition in {ROCKS}/state/0 (has 0..1)"),
+        (ROCKS, ["--store", "foo"], f"--store foo: no such store in {ROCKS}/state/0 (has default)"),
+        (
+            ROOT / "samples" / "async-sparse",
+            [],
+            f"{ROOT}/samples/async-sparse/state: no state stores (state/<operator>/...): the query is stateless, "
+            "or its state/ directory is gone",
+        ),
+    ],
+    ids=["operator", "partition", "store", "stateless"],
+)
+@pytest.mark.parametrize("command", ["read", "changes"])
+def test_state_that_is_not_there_is_a_usage_error(ckpt: Path, args: list[str], message: str, command: str) -> None:
+    extra = ["--from", "0"] if command == "changes" else []
+    argv = [sys.executable, "-m", "ckptfix.cli.main", "state", command, str(ckpt), *extra, *args]
+    proc = subprocess.run([*argv, "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert json.loads(proc.stdout)["error"] == {"kind": "UsageError", "message": message}
