@@ -98,8 +98,9 @@ def audit(
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     note(
         quiet,
-        f"{_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}, {counts['info']} info; "
-        f"read {report.stats.files_read} of {report.stats.entries_listed} entries",
+        f"{_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}, {counts['info']} info"
+        + (f", {_plural(len(report.skipped), 'check')} skipped (see above)" if report.skipped else "")
+        + f"; read {report.stats.files_read} of {report.stats.entries_listed} entries",
     )
     if fail_on is not FailOn.never and report.fails(fail_on.value):
         raise typer.Exit(1)

@@ -163,6 +163,8 @@ def usage_message(exc: BaseException) -> str:
         expected = "one of " + ", ".join(v.strip().strip("'") for v in listed.split(","))
     elif kind in _EXPECTED:
         expected = _EXPECTED[kind]
+    elif kind == "greater_than_equal" and "ge" in (first.get("ctx") or {}):
+        expected = f"at least {first['ctx']['ge']}"
     else:
         return message
     return f"{name}: expected {expected}, found {found!r}"

@@ -93,7 +93,9 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
         _fail_rows(fmt, "interrupted", "Interrupted")
 
 
-JobsOption = typer.Option(None, "--jobs", "-j", help="Worker processes (default: one per core for a local checkpoint).")
+JobsOption = typer.Option(
+    None, "--jobs", "-j", min=1, help="Worker processes (default: one per core for a local checkpoint)."
+)
 
 
 def _reader(engine: str, changes: bool) -> Callable[..., Any]:

@@ -216,7 +216,8 @@ def rules(items: Any, console: Console) -> None:
 def state_listing(listing: Any, console: Console) -> None:
     """``ckptfix state ls``: operators, stores, partitions and the versions each can load."""
     say = _lines(console)
-    say(f"State of {listing.checkpoint} (last committed batch {listing.last_committed_batch})")
+    last = listing.last_committed_batch
+    say(f"State of {listing.checkpoint} ({'no committed batch' if last is None else f'last committed batch {last}'})")
     if not listing.operators:
         say("  no state (a stateless query, or state/ is gone)")
     for op in listing.operators:

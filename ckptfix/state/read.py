@@ -170,8 +170,11 @@ def select(
         raise UsageError(f"--batch: expected at least 0, found {batch}")
     latest = ckpt.commits.latest
     if latest is not None and batch > latest:
+        asked = (
+            f"version {version} is the state after batch {batch}, which" if version is not None else f"batch {batch}"
+        )
         raise UsageError(
-            f"batch {batch} is not committed (last committed batch: {latest}); "
+            f"{asked} is not committed (last committed batch: {latest}, state version {latest + 1}); "
             "the state files of an uncommitted batch may be partial"
         )
     if from_snapshot is not None and from_snapshot > batch:

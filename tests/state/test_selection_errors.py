@@ -37,3 +37,29 @@ def test_state_that_is_not_there_is_a_usage_error(ckpt: Path, args: list[str], m
     proc = subprocess.run([*argv, "--format", "json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["error"] == {"kind": "UsageError", "message": message}
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2"])
+def test_jobs_below_one_is_refused(jobs: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", "state", "read", str(ROCKS), "--jobs", jobs],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"ckptfix: error: --jobs: expected at least 1, found '{jobs}'"
+
+
+def test_a_version_after_the_last_commit_is_named_as_a_version() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", "state", "read", str(ROCKS), "--version", "13"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(
+        "ckptfix: error: version 13 is the state after batch 12, which is not committed (last committed batch: 11, "
+        "state version 12)"
+    )

@@ -1,0 +1,37 @@
+"""The audit's summary line counts the checks it could not run, as the report lists them (a clean summary must
+not hide that something was not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_summary_counts_skipped_checks(tmp_path: Path) -> None:
+    with tarfile.open(ROOT / "tests/fixtures/matrix/4.3.0/filesink.tar.gz") as tar:  # stateless: no state checked
+        tar.extractall(tmp_path, filter="data")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", "audit", str(tmp_path / "ckpt")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 1 and skipped[0].startswith("skipped STATE-DIR-MISSING: state/ is empty or absent")
+    assert proc.stderr.strip().startswith("0 errors, 0 warnings, 0 info, 1 check skipped (see above); read ")
+
+
+def test_a_summary_without_skipped_checks_says_nothing_of_them() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", "audit", str(ROOT / "samples" / "rocksdb-changelog")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "skipped" not in proc.stdout + proc.stderr
+    assert proc.stderr.strip().startswith("0 errors, 0 warnings, 0 info; read ")
