@@ -25,6 +25,7 @@ from ckptfix.cli.common import (
     out,
     storage_options,
 )
+from ckptfix.errors import UsageError
 from ckptfix.render import jsonout, text
 
 
@@ -133,9 +134,22 @@ def _against(
     return ckpt, describe(against, spark, ckpt.recorded_conf())
 
 
-def rules(fmt: Format = FormatOption, quiet: bool = QuietOption) -> None:
-    """List every audit rule: id, default severity, title, what it means and the fix."""
+def rules(
+    ids: list[str] | None = typer.Argument(None, help="Rule ids to show (default: every rule); case does not matter."),
+    fmt: Format = FormatOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """List every audit rule (or the ones named): id, default severity, title, what it means and the fix."""
+    chosen = list(RULES.values())
+    if ids:
+        wanted = [i.upper() for i in ids]
+        unknown = [i for i in wanted if i not in RULES]
+        if unknown:
+            near = sorted({r for u in unknown for r in RULES if u.split("-")[0] == r.split("-")[0]})[:6]
+            hint = f"; rules starting the same way: {', '.join(near)}" if near else "; `ckptfix rules` lists them"
+            raise UsageError(f"no audit rule {', '.join(unknown)}{hint}")
+        chosen = [RULES[i] for i in dict.fromkeys(wanted)]
     if fmt is Format.json:
-        emit(jsonout.rules(RULES.values()))
+        emit(jsonout.rules(chosen))
         return
-    text.rules(RULES.values(), out())
+    text.rules(chosen, out())

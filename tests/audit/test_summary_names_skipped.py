@@ -3,6 +3,7 @@ not hide that something was not checked)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tarfile
@@ -35,3 +36,19 @@ def test_a_summary_without_skipped_checks_says_nothing_of_them() -> None:
     )
     assert proc.returncode == 0 and "skipped" not in proc.stdout + proc.stderr
     assert proc.stderr.strip().startswith("0 errors, 0 warnings, 0 info; read ")
+
+
+def test_rules_shows_the_rules_named() -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ckptfix.cli.main", "rules", *args], capture_output=True, text=True, timeout=120
+        )
+
+    one = cli("log-async-gap", "STATE-CHAIN-INCOMPLETE", "--format", "json")
+    assert one.returncode == 0
+    assert [r["id"] for r in json.loads(one.stdout)["rules"]] == ["LOG-ASYNC-GAP", "STATE-CHAIN-INCOMPLETE"]
+    text = cli("LOG-ASYNC-GAP").stdout
+    assert text.startswith("LOG-ASYNC-GAP (error) ") and "\nSTATE-" not in text
+    bad = cli("LOG-NOPE")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("ckptfix: error: no audit rule LOG-NOPE; rules starting the same way: LOG-ASYNC-GAP")
