@@ -42,8 +42,10 @@ LOG_UNREADABLE = define(
     "The latest offset file, its predecessor and the latest commit file are parsed at restart. An empty "
     "file (crash mid-write), a cut-off JSON line, a bad version header or a missing metadata line stop "
     "the query.",
-    "Remove the damaged latest entry so Spark re-plans it (`ckptfix repair`; when the entry before it is missing "
-    "too, `ckptfix repair --strategy truncate`), or restore it from a backup.",
+    "`ckptfix repair` (or restore the file from a backup): a damaged latest offset entry is removed so Spark "
+    "plans that batch again (when the entry before it is missing too, `ckptfix repair --strategy truncate`); a "
+    "damaged entry before it, once the latest batch is committed, is replaced by a copy of the latest (Spark "
+    "reads it only as that batch's start); a damaged commit file is planned as its own case.",
 )
 LOG_VERSION = define(
     "LOG-VERSION-TOO-NEW",

@@ -68,8 +68,9 @@ SNAPSHOT_CORRUPT = define(
     "A snapshot the restart would load is unreadable",
     "Spark 3.5-4.1 fail on a corrupt newest snapshot; 4.2+ log the failure and fall back to an older snapshot "
     "plus deltas when those still exist.",
-    "Rebuild the snapshot from an older one plus deltas (`ckptfix state rebuild`), or, when the deltas exist, "
-    "remove the corrupt snapshot (`ckptfix repair`).",
+    "`ckptfix repair`, when an older snapshot (or version 1) and every delta after it exist: it writes the "
+    "version again from them over the corrupt one (as `ckptfix state rebuild` does); otherwise restore the "
+    "snapshot from a backup.",
 )
 FILE_CORRUPT = define(
     "STATE-FILE-CORRUPT",
