@@ -84,6 +84,10 @@ class LiveQuery(CkptfixError):
     """The checkpoint looks written to right now."""
 
 
+class RunInterrupted(CkptfixError):
+    """A run failed after it changed files: the checkpoint holds part of the plan; resume or undo it."""
+
+
 class BackupError(CkptfixError):
     """A backup object is missing or does not hold the bytes it is named after."""
 

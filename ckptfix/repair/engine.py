@@ -39,6 +39,7 @@ from ckptfix.errors import (
     Locked,
     NoRun,
     PreconditionFailed,
+    RunInterrupted,
 )
 from ckptfix.formats import commitlog, metadata, offsetlog, opmeta
 from ckptfix.progress import ProgressLike, progress_of
@@ -529,8 +530,18 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
                 "restores what the run changed (or `ckptfix apply --resume` finishes it)"
             )
 
-    _run_steps(runs, run_id, plan, ckpt, say, guard)
-    guard()
+    try:
+        _run_steps(runs, run_id, plan, ckpt, say, guard)
+        guard()
+    except LiveQuery:
+        raise
+    except (OSError, CkptfixError, KeyboardInterrupt) as exc:
+        # the checkpoint holds part of the plan: say so, and how to go on, on the one line the user sees
+        what = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        raise RunInterrupted(
+            f"{what}; run {run_id} stopped part way, its journal and backups are kept: "
+            f"`ckptfix apply --resume {ckpt.url}` finishes it, `ckptfix undo {ckpt.url} {run_id}` restores every file"
+        ) from exc
     runs.journal(run_id, "complete")
     return run_id
 
