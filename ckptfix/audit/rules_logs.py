@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
@@ -163,8 +164,15 @@ LOG_CRC_ORPHAN = define(
     "LOG-CRC-ORPHAN",
     "info",
     "A Hadoop .crc sidecar without its data file",
-    "Harmless for restart, but it counts as an entry for Spark 4.1+'s empty-directory check.",
-    "Move it out of the checkpoint (keep it as a backup).",
+    "On the local file system (Hadoop's checksummed LocalFileSystem) Spark writes a log entry N as a temporary "
+    "file renamed to N, and the rename moves the temporary file's .crc to .N.crc: when .N.crc is already there, "
+    "the rename fails (FileAlreadyExistsException) and Spark stops with `Multiple streaming queries are "
+    "concurrently using <log>`. So an orphan sidecar of the next entry Spark writes in offsets/, commits/ or "
+    "sources/<id>/ stops the restart (error), one further ahead stops the query when it gets there (warning), "
+    "and one of an entry Spark will not write again is harmless, though it counts as an entry for Spark 4.1+'s "
+    "empty-directory check (info). Object stores and HDFS keep no .crc files: there it is always harmless.",
+    "`ckptfix repair` deletes the orphan sidecars of entries Spark will write (backed up); move any other one out "
+    "of the checkpoint.",
 )
 LOG_VOID = define(
     "LOG-VOID-OFFSET",
@@ -524,12 +532,68 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
                 yield LOG_NONCANONICAL.finding(
                     f"{rel} counts as batch {b}, but Spark opens {log.rel}/{b}", [Evidence(ck.display(rel))]
                 )
+
+    # when Spark writes: a commit entry when it commits a batch (as LOG-COMMIT-AHEAD's failure, stage 80); a new
+    # batch's source and offset entries when it plans it: first thing when the latest batch is committed (before
+    # the state loads, stage 70), else after re-running the latest batch and committing it
+    planned_first = ctx.latest_commit is not None and ctx.latest_commit == L
+    for orphan in crc_orphans(ctx):
+        where = [Evidence(ck.display(orphan.rel))]
+        if orphan.blocks is None:
+            yield LOG_CRC_ORPHAN.finding(f"{orphan.rel} has no data file {orphan.target}", where)
+        elif orphan.blocks:
+            yield LOG_CRC_ORPHAN.finding(
+                f"{orphan.rel} has no data file {orphan.target}, the next entry Spark writes in {orphan.log}/: "
+                "the rename of the new entry onto it fails",
+                where,
+                severity="error",
+                spark_error=E.concurrent_use(orphan.log, orphan.batch),
+                stage=80 if orphan.log == ck.commits.rel else 67 if planned_first else 85,
+            )
+        else:
+            yield LOG_CRC_ORPHAN.finding(
+                f"{orphan.rel} has no data file {orphan.target}: Spark stops when it writes entry {orphan.batch} "
+                f"of {orphan.log}/ (the next one it writes is {orphan.next})",
+                where,
+                severity="warning",
+            )
+
+
+@dataclass(frozen=True)
+class CrcOrphan:
+    rel: str  # the sidecar
+    target: str  # the data file it names
+    log: str  # offsets, commits or sources/<id>
+    batch: int | None  # the entry id of the data file (None: not an entry name)
+    next: int  # the next entry Spark writes in this log
+    #: True: stops the restart; False: stops the query later; None: harmless (not a checksummed file system, an
+    #: entry Spark does not write again, or not an entry name)
+    blocks: bool | None
+
+
+def crc_orphans(ctx: AuditContext) -> list[CrcOrphan]:
+    """Every Hadoop .crc sidecar of offsets/, commits/ and sources/<id>/ without its data file, with what it does
+    to Spark (see LOG-CRC-ORPHAN)."""
+    ck = ctx.ckpt
+    L, K = ctx.latest_offset, ctx.latest_commit
+    logs = [(ck.offsets, 0 if L is None else L + 1), (ck.commits, 0 if K is None else K + 1)]
+    for source in ck.sources.values():
+        ids = source.listed_ids
+        logs.append((source, ids[-1] + 1 if ids else 0))
+    checksummed = ck.location.is_local
+    out = []
+    for log, nxt in logs:
         names = {
             rel.rsplit("/", 1)[-1] for rel in [*log.files.values(), *log.noncanonical.values(), *log.temp, *log.junk]
         }
         for target, rel in sorted(log.crc.items()):
-            if target not in names:
-                yield LOG_CRC_ORPHAN.finding(f"{rel} has no data file {target}", [Evidence(ck.display(rel))])
+            if target in names:
+                continue
+            stem = target.removesuffix(".compact")
+            batch = int(stem) if stem.isdigit() else None
+            blocks = None if not checksummed or batch is None or batch < nxt else batch == nxt
+            out.append(CrcOrphan(rel, target, log.rel, batch, nxt, blocks))
+    return out
 
 
 def _ranges(ids: list[int]) -> str:

@@ -38,6 +38,15 @@ def concurrent_update(batch: int) -> SparkError:
     )
 
 
+def concurrent_use(log: str, batch: int | None) -> SparkError:
+    """HDFSMetadataLog's answer to a FileAlreadyExistsException when it renames a new entry into place (here: onto
+    a leftover .crc sidecar): ``ConcurrentModificationException: Multiple streaming queries are concurrently using
+    file:/.../<log>`` (seen live, 4.3)."""
+    return SparkError(
+        "java.util.ConcurrentModificationException", None, "Multiple streaming queries are concurrently using", batch
+    )
+
+
 def file_not_found(rel: str) -> SparkError:
     return SparkError(FNF, None, f"{rel} does not exist")
 

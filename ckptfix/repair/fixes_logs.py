@@ -757,3 +757,21 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
         _again(fc, P, L, L, "the asynchronous run"),
         _again(fc, L, None, L + 1, "the asynchronous run"),
     ]
+
+
+@fixes("LOG-CRC-ORPHAN")
+def crc_orphans(fc: FixContext, finding: Finding) -> list[str]:
+    """Delete every orphan .crc sidecar of an entry Spark will write (offsets/, commits/, sources/<id>/): the rename
+    of that entry onto it would fail (LOG-CRC-ORPHAN). Sidecars of entries Spark does not write again stay."""
+    from ckptfix.audit.rules_logs import crc_orphans as orphans_of
+
+    doomed = [o for o in orphans_of(fc.audit) if o.blocks is not None]
+    if not doomed:
+        raise CannotFix("no orphan sidecar of an entry Spark writes (the checkpoint changed?)")
+    for o in doomed:
+        fc.builder.delete(
+            o.rel,
+            f"sidecar without {o.log}/{o.target}; Spark's rename of its new entry {o.batch} onto it would fail",
+            finding.rule_id,
+        )
+    return [f"Spark writes {', '.join(f'{o.log}/{o.target}' for o in doomed)} without a leftover sidecar in the way"]

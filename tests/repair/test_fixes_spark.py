@@ -91,6 +91,18 @@ LIVE: dict[str, Live] = {
         scenario="filesink",
     ),
     "noncanonical": Live("offset_noncanonical_name", "FileNotFoundException", 0, "nothing re-runs"),
+    # a deleted entry's .crc left behind: the repair deletes the sidecar; Spark then re-runs batch L (5 rows again)
+    "commit_deleted_crc_left": Live(
+        "commit_latest_deleted_crc_left", "Multiple streaming queries are concurrently using", 5, "leftover sidecar"
+    ),
+    # offsets/L and commits/L gone: Spark plans batch L again from offsets/L-1 (batch L's file again: 5 rows)
+    "batch_deleted_crcs_left": Live(
+        "latest_batch_deleted_crcs_left",
+        "Multiple streaming queries are concurrently using",
+        5,
+        "leftover sidecar",
+        scenario="stateless",
+    ),
     # the existing LOG-ASYNC-GAP planner, both strategies, committed and uncommitted latest batch
     "async_gap": Live("async_sparse_gap", "doesn't exist", None, "", exact=False),
     "async_gap_truncate": Live("async_sparse_gap", "doesn't exist", None, "", {"strategy": "truncate"}, exact=False),

@@ -47,6 +47,9 @@ class DamageCase:
     check_correct: bool = True
     # What the user tells the audit that the files cannot (e.g. {"stateful": True} once state/ is gone).
     audit_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Why the same files on S3 get another verdict (a leftover .crc sidecar breaks only Hadoop's checksummed
+    # local file system); "" when the verdict on S3 must be the local one.
+    s3_differs: str = ""
 
     def expects_rule(self, version: str) -> str | None:
         if self.expect_rule is None:
@@ -250,6 +253,29 @@ def _commit_latest_missing(ckpt: Path) -> None:
     if last not in log_ids(ckpt, "commits"):
         raise SkipCase("latest offset has no commit")
     remove(ckpt / "commits" / str(last))
+
+
+def _commit_latest_deleted_crc_left(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    if last not in log_ids(ckpt, "commits") or not crc_of(ckpt / "commits" / str(last)).exists():
+        raise SkipCase("latest offset has no commit with a .crc sidecar")
+    remove(ckpt / "commits" / str(last), with_crc=False)
+
+
+def _latest_batch_deleted_crcs_left(ckpt: Path) -> None:
+    last = latest(ckpt, "offsets")
+    if last not in log_ids(ckpt, "commits") or not crc_of(ckpt / "offsets" / str(last)).exists():
+        raise SkipCase("latest offset has no commit, or no .crc sidecar")
+    remove(ckpt / "offsets" / str(last), with_crc=False)
+    remove(ckpt / "commits" / str(last), with_crc=False)
+
+
+def _source_log_latest_deleted_crc_left(ckpt: Path) -> None:
+    d = ckpt / "sources" / "0"
+    ids = sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
+    if not ids or not crc_of(d / str(ids[-1])).exists():
+        raise SkipCase("no sources/0 entry with a .crc sidecar")
+    remove(d / str(ids[-1]), with_crc=False)
 
 
 def _offset_void_source(ckpt: Path) -> None:
@@ -505,6 +531,33 @@ _CASES = [
         "stateless",
         _commit_latest_missing,
         "commits/L deleted (the normal crash window: batch L is re-executed)",
+    ),
+    # a data file deleted by hand, its Hadoop .crc sidecar left behind: Spark's rename of the entry it writes again
+    # onto it fails (FileAlreadyExistsException -> "Multiple streaming queries are concurrently using"); found by
+    # the damage hunt of 2026-11-26, recorded live on 4.3 only
+    DamageCase(
+        "commit_latest_deleted_crc_left",
+        "stateless",
+        _commit_latest_deleted_crc_left,
+        "commits/L deleted, its .crc left",
+        versions=frozenset({"4.3"}),
+        s3_differs="object stores keep no .crc: the sidecar is inert there",
+    ),
+    DamageCase(
+        "latest_batch_deleted_crcs_left",
+        "agg_hdfs",
+        _latest_batch_deleted_crcs_left,
+        "offsets/L and commits/L deleted, their .crc left",
+        versions=frozenset({"4.3"}),
+        s3_differs="object stores keep no .crc: the sidecars are inert there",
+    ),
+    DamageCase(
+        "source_log_latest_deleted_crc_left",
+        "stateless",
+        _source_log_latest_deleted_crc_left,
+        "the newest sources/0 entry deleted, its .crc left",
+        versions=frozenset({"4.3"}),
+        s3_differs="object stores keep no .crc: the sidecar is inert there",
     ),
     DamageCase(
         "offsets_all_deleted",
