@@ -57,7 +57,9 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
             continue
         interval = derive_compact_interval(sorted(log.compact))
         latest = log.latest
+        restored: list[int] = []  # what the source parses at start (allFiles): the latest compaction on
         if latest is not None:
+            restored = [b for b in range(max(0, (latest + 1) // interval * interval - 1), latest + 1)]
             first = max(0, (latest + 1) // interval * interval - 1)
             for b in range(first, latest + 1):
                 if not _present(log, b, interval):
@@ -87,13 +89,15 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                 stage=60,
             )
             continue
-        for b in needed if not ctx.deep else sorted(log.files):
+        parsed = sorted(log.files) if ctx.deep else sorted({*needed, *(b for b in restored if b in log.files)})
+        for b in parsed:
             try:
                 ck.source_log(src.source_id, b)
             except FormatError as exc:
                 yield SRC_UNREADABLE.finding(
                     f"{log.path_of(b)} cannot be read: expected {exc.expected}, found {exc.found}",
                     [Evidence(ck.display(log.path_of(b)), exc.offset, exc.expected, exc.found)],
-                    spark_error=SparkError(None, None, log.path_of(b)),
+                    spark_error=E.log_parse_error(ctx.target, "sources", log.path_of(b), exc)
+                    or SparkError(None, None, log.path_of(b)),
                     stage=60,
                 )

@@ -278,6 +278,23 @@ def _source_log_latest_deleted_crc_left(ckpt: Path) -> None:
     remove(d / str(ids[-1]), with_crc=False)
 
 
+def _source_log_old_entry(content: bytes) -> Callable[[Path], None]:
+    """An entry the latest batch does not read, but that the file source restores its seen files from at start
+    (every entry from the latest compaction on): rewritten with ``content`` (its .crc dropped, as a copy without
+    sidecars would have it)."""
+
+    def apply(ckpt: Path) -> None:
+        d = ckpt / "sources" / "0"
+        ids = sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
+        if len(ids) < 3:
+            raise SkipCase("fewer than 3 sources/0 entries")
+        target = d / str(ids[-3])
+        data = target.read_bytes()
+        rewrite(target, content if content else data[: len(data) // 2], drop_crc=True)
+
+    return apply
+
+
 def _offset_void_source(ckpt: Path) -> None:
     path = latest_file(ckpt, "offsets")
     lines = _offset_lines(path)
@@ -558,6 +575,22 @@ _CASES = [
         "the newest sources/0 entry deleted, its .crc left",
         versions=frozenset({"4.3"}),
         s3_differs="object stores keep no .crc: the sidecar is inert there",
+    ),
+    # the file source parses every entry from its latest compaction on, not only the latest batch's (damage hunt
+    # of 2026-11-26), recorded live on 4.3 only
+    DamageCase(
+        "source_log_old_entry_truncated",
+        "stateless",
+        _source_log_old_entry(b""),
+        "an older sources/0 entry (not read by the latest batch) cut to half",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "source_log_old_entry_garbage",
+        "stateless",
+        _source_log_old_entry(b"v1\n{garbage"),
+        "an older sources/0 entry rewritten as garbage after its header",
+        versions=frozenset({"4.3"}),
     ),
     DamageCase(
         "offsets_all_deleted",
