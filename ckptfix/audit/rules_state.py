@@ -90,11 +90,13 @@ SST_CORRUPT = define(
     "STATE-SST-CORRUPT",
     "error",
     "An SST file of the restart's state is damaged",
-    "Spark loads a RocksDB store without verifying its SSTs (PySpark 4.3.0 restarted a checkpoint with one "
-    "flipped SST byte and computed that batch correctly) and reads only the blocks a batch needs: a batch that "
-    "reads the damaged block fails, at the restart or much later. On a local file system the audit compares each "
-    "SST with its Hadoop .crc sidecar; audit --deep opens the database with RocksDB and reads every key, which "
-    "verifies every block's checksum (the only check on object stores).",
+    "Whether Spark 4.3 restarts with a damaged SST depends on more than the files: with one flipped SST byte it "
+    "restarted a checkpoint with changelog checkpointing on (and computed the batch correctly), and failed to "
+    "load the state of one without it (CANNOT_LOAD_STATE_STORE: Hadoop's ChecksumException with the .crc sidecar "
+    "kept, RocksDB's block checksum mismatch without it); a batch that reads the damaged block fails, at the "
+    "restart or later. So the verdict is unknown. On a local file system the audit compares each SST with its "
+    "Hadoop .crc sidecar; audit --deep opens the database with RocksDB and reads every key, which verifies every "
+    "block's checksum (the only check on object stores).",
     "Load an older zip plus changelogs (`ckptfix state rebuild`), restore the SST from a backup, or roll back "
     "(`ckptfix rollback`).",
 )
@@ -214,19 +216,22 @@ class StoreCheck:
                     Problem(
                         SST_CORRUPT.id,
                         f"{fp.rel} differs from its Hadoop sidecar {fp.sidecar} from byte {fp.offset} on: "
-                        "Spark loads it, and a batch that reads the damaged block fails",
+                        "the state may not load (CANNOT_LOAD_STATE_STORE), and a batch that reads the damaged block "
+                        "fails",
                         (Evidence(self.display(fp.rel), fp.offset, fp.expected, fp.found),),
                         None,
+                        undecided=True,
                     )
                 )
             elif fp.kind == "sst-blocks":
                 self.notes.append(
                     Problem(
                         SST_CORRUPT.id,
-                        f"{fp.where} fails RocksDB's block checksum verification ({fp.found}): Spark loads it, and a "
-                        "batch that reads the damaged block fails",
+                        f"{fp.where} fails RocksDB's block checksum verification ({fp.found}): the state may not "
+                        "load (CANNOT_LOAD_STATE_STORE), and a batch that reads the damaged block fails",
                         (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
                         None,
+                        undecided=True,
                     )
                 )
             else:

@@ -50,6 +50,9 @@ class DamageCase:
     # Why the same files on S3 get another verdict (a leftover .crc sidecar breaks only Hadoop's checksummed
     # local file system); "" when the verdict on S3 must be the local one.
     s3_differs: str = ""
+    # The rule whose finding makes the audit answer "unknown" (its reason) whatever Spark does here: the outcome
+    # depends on what the files do not say (seen both ways on real Spark); "" when the verdict must be Spark's.
+    unknown: str = ""
 
     def expects_rule(self, version: str) -> str | None:
         if self.expect_rule is None:
@@ -738,13 +741,25 @@ _CASES = [
         "one byte flipped in partition 0's newest zip (size unchanged, Hadoop .crc kept)",
         versions=frozenset({"4.3"}),
     ),
+    # one flipped SST byte: 4.3 restarted with changelog checkpointing on and failed with it off (damage hunt of
+    # 2026-11-26: CANNOT_LOAD_STATE_STORE, Hadoop ChecksumException / RocksDB block checksum mismatch), so the
+    # audit says it cannot tell
     DamageCase(
         "rocksdb_sst_flipped_byte",
         "agg_rocksdb_cl",
         _rocksdb_sst_flipped,
         "one byte flipped in an SST of the newest zip (size unchanged, Hadoop .crc kept)",
         versions=frozenset({"4.3"}),
-        expect_rule="STATE-SST-CORRUPT",  # 4.3 restarts and computes the batch: the damage waits for a read
+        expect_rule="STATE-SST-CORRUPT",
+        unknown="STATE-SST-CORRUPT",
+    ),
+    DamageCase(
+        "rocksdb_sst_flipped_byte_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_flipped,
+        "one byte flipped in an SST of the newest zip, changelog checkpointing off (Hadoop .crc kept)",
+        versions=frozenset({"4.3"}),
+        unknown="STATE-SST-CORRUPT",
     ),
     DamageCase(
         "state_schema_missing",

@@ -170,6 +170,16 @@ SCENARIOS: dict[str, Scenario] = {
             stateful=True,
             base_files=8,
         ),
+        Scenario(
+            "agg_rocksdb",
+            _build_agg,
+            confs={
+                "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+            },
+            stateful=True,
+            base_files=8,
+        ),
         Scenario("filesink", _build_filesink, sink="file"),
         Scenario(
             "async",

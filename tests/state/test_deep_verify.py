@@ -97,8 +97,9 @@ def test_one_flipped_byte(tmp_path: Path, name: str) -> None:
     else:
         (finding,) = [f for f in report.findings if f.rule_id == plain_rule]
         assert damaged.name in finding.message and finding.evidence[0].offset is not None
-        # Spark loads a damaged SST (PySpark 4.3, tests/spark/damage.py rocksdb_sst_flipped_byte): not a blocker
-        assert report.verdict.restarts is (plain_rule == "STATE-SST-CORRUPT")
+        # a damaged SST: Spark 4.3 restarted or failed depending on more than the files (tests/spark/damage.py
+        # rocksdb_sst_flipped_byte*): the verdict is unknown; every other damaged file blocks the restart
+        assert report.verdict.restarts is (None if plain_rule == "STATE-SST-CORRUPT" else False)
         assert finding.severity == "error"
     deep = audit(str(ckpt), "3.5", deep=True)
     want = deep_rule or plain_rule
