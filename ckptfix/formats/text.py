@@ -69,8 +69,8 @@ class JsonTokenError(json.JSONDecodeError):
 def loads(text: str) -> Any:
     """``json.loads`` as Jackson parses Spark's logs (seen with PySpark 4.3.0): the NaN/Infinity literals are
     refused ("Non-standard token"), and so is a number token longer than :data:`MAX_NUMBER_LENGTH`; a number
-    that overflows a double (``1e999``) is read as infinity. Failures are ``json.JSONDecodeError``s at the token,
-    so callers handle one exception type."""
+    that overflows a double (``1e999``) is read as infinity; anything after the first complete value is ignored.
+    Failures are ``json.JSONDecodeError``s at the token, so callers handle one exception type."""
 
     def fail(kind: str, msg: str, token: str) -> Any:
         raise JsonTokenError(kind, msg, text, max(text.find(token), 0), token)
@@ -80,12 +80,15 @@ def loads(text: str) -> Any:
             fail("number-too-long", f"Number value length ({len(token)}) exceeds the maximum allowed", token)
         return convert(token)
 
-    return json.loads(
-        text,
+    decoder = json.JSONDecoder(
         parse_int=lambda t: number(t, int),
         parse_float=lambda t: number(t, float),
         parse_constant=lambda t: fail("non-numeric-literal", f"Non-standard token '{t}'", t),
     )
+    # Jackson reads one value and ignores what follows it (json4s's parse leaves FAIL_ON_TRAILING_TOKENS off:
+    # Spark 4.3 restarted with `garbage` appended to a commit file's JSON line), after skipping leading whitespace
+    start = len(text) - len(text.lstrip(" \t\r\n"))
+    return decoder.raw_decode(text, start)[0]
 
 
 def java_long(value: Any) -> int | None:

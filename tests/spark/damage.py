@@ -298,6 +298,13 @@ def _source_log_old_entry(content: bytes) -> Callable[[Path], None]:
     return apply
 
 
+def _commit_latest_garbage_appended(ckpt: Path) -> None:
+    """Bytes after the JSON of the latest commit, on its line (a torn append, a bad copy): Jackson reads one value
+    and ignores the rest, so Spark restarts (damage hunt of 2026-11-26)."""
+    path = latest_file(ckpt, "commits")
+    rewrite(path, path.read_bytes().rstrip(b"\n") + b"garbage\x00\x01junk", drop_crc=True)
+
+
 def _offset_void_source(ckpt: Path) -> None:
     path = latest_file(ckpt, "offsets")
     lines = _offset_lines(path)
@@ -593,6 +600,13 @@ _CASES = [
         "stateless",
         _source_log_old_entry(b"v1\n{garbage"),
         "an older sources/0 entry rewritten as garbage after its header",
+        versions=frozenset({"4.3"}),
+    ),
+    DamageCase(
+        "commit_latest_garbage_appended",
+        "stateless",
+        _commit_latest_garbage_appended,
+        "bytes appended after the latest commit's JSON, on the same line (its .crc dropped)",
         versions=frozenset({"4.3"}),
     ),
     DamageCase(
