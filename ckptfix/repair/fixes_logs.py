@@ -45,6 +45,19 @@ def _sink_words(fc: FixContext) -> str:
     return "the sink" if sink is None else sink.describe(_query_id(fc))
 
 
+def _unchecked_sink(batch: int) -> str:
+    """What a plan that plans a committed batch id again cannot check without the sink (seen with Spark 4.3: a file
+    sink that held the batch skipped the new one, its rows never arrived, and the next restart failed on the state
+    version that batch never wrote)."""
+    return (
+        f"NOT CHECKED without --sink: batch {batch} was committed, so an exactly-once sink (a file sink, a Delta "
+        f"table) most likely holds it and skips the batch planned again under id {batch}: the rows it reads now "
+        "would be lost and its state never written (the next restart then fails to load it). Give the sink with "
+        f"--sink OUT and ckptfix refuses when it holds batch {batch}; a sink that does not skip batch ids "
+        "(foreach, Kafka, console) is not affected"
+    )
+
+
 def _no_replan(fc: FixContext, first: int, why: str) -> None:
     """Refuse when Spark would plan batch ids >= ``first`` anew that the file sink already holds."""
     S = _sink_latest(fc)
@@ -270,6 +283,8 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
             ck.commits.files[L], f"batch {L} is planned again, so its commit must go (else it collides)", rule
         )
         effects.append(_again(fc, L - 1, None, L))
+        if fc.audit.sink is None:
+            effects.append(_unchecked_sink(L))
     else:
         effects.append(f"batch {L} never committed; " + _again(fc, L - 1, None, L, "its interrupted run may have"))
     return effects

@@ -505,3 +505,18 @@ def test_truncated_latest_offset_without_predecessor(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "not fixed" not in done.stdout and "delete offsets/31 " in done.stdout
     assert not (truncate / "offsets" / "31").exists() and audit(str(truncate), "4.3").verdict.restarts
+
+
+def test_planning_a_committed_batch_again_says_the_sink_is_unchecked(tmp_path: Path) -> None:
+    """offsets/L empty, commits/L present: the plan drops both and Spark plans batch L again. Without --sink it
+    cannot know whether an exactly-once sink holds batch L (then skips the new one and its rows are lost: seen
+    with a file sink on Spark 4.3), and says so."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog", ckpt)
+    (ckpt / "offsets" / "11").write_bytes(b"")
+    (ckpt / "offsets" / ".11.crc").unlink()
+    plan, _, unfixed = plan_repair(str(ckpt))
+    assert not unfixed, unfixed
+    assert {a.path for a in plan.actions} >= {"offsets/11", "commits/11"}
+    (warning,) = [e for e in plan.effects if e.startswith("NOT CHECKED without --sink")]
+    assert "batch 11 was committed" in warning and "--sink OUT" in warning
