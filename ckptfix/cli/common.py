@@ -192,7 +192,7 @@ def arrow_without_pandas() -> None:
     checks. pyarrow still imports pandas when a pandas object or a DataFrame is asked of it (``from_pandas``,
     ``to_pandas``, a Series with ``__arrow_array__``): nothing it can do is lost. Nothing happens when pandas is
     already loaded or pyarrow is not installed."""
-    if "pandas" in sys.modules or "pyarrow" in sys.modules and "pyarrow.lib" not in sys.modules:
+    if "pandas" in sys.modules:
         return
     try:
         import pyarrow
