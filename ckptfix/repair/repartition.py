@@ -67,9 +67,9 @@ from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
 from ckptfix.repair.sink_entry import DEFAULT_COMPACT_INTERVAL, plan_sink_entry
 from ckptfix.sinks import open_sink
-from ckptfix.state.decode import Decoder, bulk_decodable, column_family_of, decode_columns
+from ckptfix.state.decode import Decoder, column_family_of, decode_columns
 from ckptfix.state.placement import placement, tws_grouping
-from ckptfix.state.read import ENCODING, Selection, select, store_chain
+from ckptfix.state.read import ENCODING, Selection, bulk_store, select, store_chain
 from ckptfix.state.schemas import operator_info, store_schema
 from ckptfix.stores import records
 from ckptfix.stores.records import ROW_CHECKSUM_BYTES
@@ -426,18 +426,12 @@ def _bulk_placed(sel: Selection, chain: Any, sch: Any, width: int, partitions: i
     hashed with numpy (:func:`ckptfix.formats.sparkhash.hash_columns`). (keys, values) per new partition, as a
     snapshot stores them (RocksDB without the version byte). None where this does not apply (then the pairs are
     read, checked and placed one by one, which reports anything wrong)."""
-    if sel.row_checksum or sel.join_side is not None or sel.state_var is not None:
+    if sel.join_side is not None or not bulk_store(sel, sch):
         return None
-    if not (bulk_decodable(sch.key) and bulk_decodable(sch.value)):
-        return None
-    if sel.provider == "rocksdb" and sch.encoding.kind != "none":
-        return None
-    try:
-        import numpy as np
+    import numpy as np
 
-        from ckptfix.state.export import arrow_type
-    except ImportError:
-        return None
+    from ckptfix.state.export import arrow_type
+
     ckpt = sel.ckpt
     if sel.provider == "rocksdb" and chain.base is not None:
         if _column_families(sel, chain):

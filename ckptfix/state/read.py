@@ -807,9 +807,14 @@ def _file_changes(sel: Selection, feed: _Feed, step: chains.Step) -> Iterator[di
 
 def _bulk_feed(sel: Selection, feed: _Feed) -> bool:
     """Whether the change files of this store may be decoded in bulk (:func:`_columnar_changes`)."""
+    return bulk_store(sel, feed.sch)
+
+
+def bulk_store(sel: Selection, sch: StoreSchema) -> bool:
+    """Whether the rows of a plain store of schema ``sch`` decode in bulk: no state variable, no row checksums,
+    flat keys and values, RocksDB keys without prefix or range encoding, numpy and pyarrow installed."""
     if sel.state_var is not None or sel.row_checksum:
         return False
-    sch = feed.sch
     if not (bulk_decodable(sch.key) and bulk_decodable(sch.value)):
         return False
     if sel.provider == "rocksdb" and sch.encoding.kind != "none":
