@@ -29,7 +29,7 @@ from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import UsageError
 from ckptfix.progress import ProgressLike
-from ckptfix.repair.plan import Plan
+from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.storage import Location
 
 
@@ -101,8 +101,9 @@ class RepairPlan:
 
     plan: Plan
     report: Report
-    #: findings the plan does not fix, each with the reason
-    unfixed: list[str]
+    #: error findings the plan does not fix: ``rule_id``, ``reason`` and the finding's file (``path``, or None);
+    #: ``str(u)`` is the line ``ckptfix repair`` prints ("RULE-ID: reason")
+    unfixed: list[Unfixed]
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     target_spark: str | None = None
@@ -124,7 +125,7 @@ class RepairPlan:
         return buf.getvalue()
 
     def to_json(self) -> dict[str, Any]:
-        return {"plan": self.plan.to_json(), "unfixed": list(self.unfixed)}
+        return {"plan": self.plan.to_json(), "unfixed": [u.to_json() for u in self.unfixed]}
 
     def apply(
         self,

@@ -166,7 +166,11 @@ def test_plan_repair_takes_the_query_id_the_cli_takes(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "samples" / "rocksdb-changelog", ckpt)
     (ckpt / "metadata").write_text('{"id":"')
     blind = ckptfix.plan_repair(str(ckpt))
-    assert not blind.plan.actions and any("--query-id" in u for u in blind.unfixed)
+    assert not blind.plan.actions and [(u.rule_id, u.path) for u in blind.unfixed] == [
+        ("META-UNREADABLE", f"{ckpt}/metadata")
+    ]
+    assert "--query-id" in blind.unfixed[0].reason
+    assert blind.to_json()["unfixed"] == cli_json("repair", str(ckpt))["unfixed"]
     qid = "0b7a8c1e-2f3d-4e5f-8a9b-0c1d2e3f4a5b"
     plan = ckptfix.plan_repair(str(ckpt), query_id=qid)
     assert [a.path for a in plan.plan.actions if a.path == "metadata"] == ["metadata"]

@@ -37,7 +37,7 @@ from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
 from ckptfix.repair.fixes import STRATEGIES
-from ckptfix.repair.plan import Plan, loads
+from ckptfix.repair.plan import Plan, Unfixed, loads
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
 
@@ -51,7 +51,7 @@ def carry_out(
     plan: Plan,
     where: str,
     opts: dict[str, Any],
-    unfixed: list[str],
+    unfixed: list[Unfixed],
     *,
     plan_out: Path | None,
     do_apply: bool,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: a command's JSON error line must not load the audit and repair engines
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # annotations only: a command's JSON error line must not load
     from ckptfix.audit.registry import Rule
     from ckptfix.inspect import Inspection
     from ckptfix.repair.engine import RunInfo
-    from ckptfix.repair.plan import Plan
+    from ckptfix.repair.plan import Plan, Unfixed
     from ckptfix.storage import IOStats
 
 SCHEMA_VERSION = 1
@@ -69,8 +69,13 @@ def inspection(i: Inspection) -> str:
     return json.dumps({"schema_version": SCHEMA_VERSION, **_plain(i)}, indent=2)
 
 
-def plan(p: Plan, unfixed: list[str], applied: str | None = None, verdict: Any = None, **extra: Any) -> str:
-    doc = {"schema_version": SCHEMA_VERSION, "plan": p.to_json(), "unfixed": unfixed, "applied_run": applied}
+def plan(p: Plan, unfixed: Sequence[Unfixed], applied: str | None = None, verdict: Any = None, **extra: Any) -> str:
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "plan": p.to_json(),
+        "unfixed": [u.to_json() for u in unfixed],
+        "applied_run": applied,
+    }
     if verdict is not None:
         doc["verdict_after"] = {"restarts": verdict.restarts, "headline": verdict.headline}
     doc.update(extra)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -14,7 +15,7 @@ if TYPE_CHECKING:  # annotations only: rendering rows must not load the checkpoi
     from ckptfix.inspect import Inspection
     from ckptfix.offsets_export import OffsetsExport
     from ckptfix.repair.engine import RunInfo
-    from ckptfix.repair.plan import Plan
+    from ckptfix.repair.plan import Plan, Unfixed
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -134,7 +135,7 @@ def inspection(i: Inspection, console: Console) -> None:
         styled(console, "yellow", "problem", f" {p}")
 
 
-def plan(p: Plan, unfixed: list[str], console: Console, applied: str | None = None) -> None:
+def plan(p: Plan, unfixed: Sequence[Unfixed], console: Console, applied: str | None = None) -> None:
     if p.empty:
         styled(console, "bold", "No changes planned.")
     else:
@@ -147,8 +148,9 @@ def plan(p: Plan, unfixed: list[str], console: Console, applied: str | None = No
             console.print(f"  afterwards: {e}", highlight=False, soft_wrap=True)
     for u in unfixed:
         styled(console, "yellow", "not fixed", f" {u}")
+    shown = {str(u) for u in unfixed}
     for note in p.notes:
-        if note not in unfixed:
+        if note not in shown:
             console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if applied:
         styled(console, "green", "applied", f" as run {applied}; `ckptfix undo` restores it byte for byte")

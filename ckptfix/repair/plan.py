@@ -45,6 +45,23 @@ class FileState:
 
 
 @dataclass(frozen=True)
+class Unfixed:
+    """An error finding a repair plan leaves as it is, and why. ``str()`` is the line ``ckptfix repair``
+    prints after "not fixed" (``RULE-ID: reason``)."""
+
+    rule_id: str
+    reason: str
+    #: the finding's first file (its evidence), when it names one
+    path: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.rule_id}: {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule_id": self.rule_id, "reason": self.reason, "path": self.path}
+
+
+@dataclass(frozen=True)
 class Action:
     """Write ``content`` to ``path`` (create or replace) or delete it."""
 

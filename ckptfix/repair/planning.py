@@ -18,7 +18,7 @@ from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import CannotFix, UsageError
 from ckptfix.repair.builder import PlanBuilder, PlanConflict
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES, FixContext
-from ckptfix.repair.plan import Plan
+from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.sinks import open_sink
 
 _PLANNER_MODULES = (
@@ -43,7 +43,7 @@ def plan_repair(
     sink_path: str | None = None,
     stateful: bool | None = None,
     options: Mapping[str, Any] | None = None,
-) -> tuple[Plan, Report, list[str]]:
+) -> tuple[Plan, Report, list[Unfixed]]:
     """Audit, then plan a fix for every error finding that has a planner.
 
     Returns the plan, the audit it answers, and the reasons for findings left unfixed."""
@@ -62,37 +62,38 @@ def plan_repair(
     fc = FixContext(ckpt, report, ctx, builder, strategy, dict(options or {}))
     effects: list[str] = []
     fixed: list[str] = []
-    unfixed: list[str] = []
+    unfixed: list[Unfixed] = []
     done: set[str] = set()
     for finding in report.findings:
         if finding.severity != "error" or finding.rule_id in done:
             continue
+        path = finding.evidence[0].path if finding.evidence else None
         planner = PLANNERS.get(finding.rule_id)
         if planner is None:
-            unfixed.append(f"{finding.rule_id}: no automatic fix ({finding.fix})")
+            unfixed.append(Unfixed(finding.rule_id, f"no automatic fix ({finding.fix})", path))
             continue
         mark = builder.mark()
         try:
             effects += planner(fc, finding)
         except CannotFix as exc:
             builder.rollback(mark)
-            unfixed.append(f"{finding.rule_id}: {exc}")
+            unfixed.append(Unfixed(finding.rule_id, str(exc), path))
             continue
         except PlanConflict as exc:
             builder.rollback(mark)
-            unfixed.append(f"{finding.rule_id}: its fix overlaps an earlier one ({exc})")
+            unfixed.append(Unfixed(finding.rule_id, f"its fix overlaps an earlier one ({exc})", path))
             continue
         done.add(finding.rule_id)
         fixed.append(finding.rule_id)
     if unfixed and builder.actions:  # a finding one planner could not fix may be gone after another's actions
         unfixed = _still_failing(unfixed, builder, ckpt, url, target.label, storage_options, sink_path, stateful)
     summary = "; ".join(fixed) if fixed else "nothing to fix automatically"
-    plan = builder.build(summary, fixed, effects, unfixed)
+    plan = builder.build(summary, fixed, effects, [str(u) for u in unfixed])
     return plan, report, unfixed
 
 
 def _still_failing(
-    unfixed: list[str],
+    unfixed: list[Unfixed],
     builder: PlanBuilder,
     ckpt: Checkpoint,
     url: str,
@@ -100,7 +101,7 @@ def _still_failing(
     storage_options: Mapping[str, Any] | None,
     sink_path: str | None,
     stateful: bool | None,
-) -> list[str]:
+) -> list[Unfixed]:
     """The unfixed findings whose rule still finds an error once the plan is carried out (audited on the planned
     checkpoint): ``--strategy truncate`` deletes a damaged latest offset file while fixing LOG-ASYNC-GAP, so the
     LOG-UNREADABLE its own planner refused is fixed too."""
@@ -115,4 +116,4 @@ def _still_failing(
         checkpoint=ckpt.planned(writes, deletes),
     )
     failing = {f.rule_id for f in after.findings if f.severity == "error"}
-    return [u for u in unfixed if u.split(":", 1)[0] in failing]
+    return [u for u in unfixed if u.rule_id in failing]

@@ -24,7 +24,7 @@ import pytest
 
 from ckptfix.audit import audit
 from ckptfix.repair import engine
-from ckptfix.repair.plan import Plan
+from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
 from tests.spark.damage import CASES
@@ -54,8 +54,9 @@ def ops(plan: Plan) -> list[tuple[str, str]]:
 
 
 def plan_of(ckpt: Path, target: str = "4.3", **kw: Any) -> tuple[Plan, list[str]]:
+    """The plan and what it leaves unfixed, as the lines ``repair`` prints after "not fixed"."""
     plan, _report, unfixed = plan_repair(str(ckpt), target, **kw)
-    return plan, unfixed
+    return plan, [str(u) for u in unfixed]
 
 
 def content(plan: Plan, path: str) -> bytes | None:
@@ -165,6 +166,19 @@ def test_damaged_previous_offset_of_an_uncommitted_batch_is_refused(tmp_path: Pa
         "LOG-UNREADABLE: offsets/5 is damaged and batch 6 is not committed: it is the start of batch 6's range; "
         "restore it"
     ]
+
+
+def test_what_stays_unfixed_is_a_value_in_the_api_json_and_text(tmp_path: Path) -> None:
+    """The refusal above as a value (rule, reason, the finding's file); ``repair -f json`` prints the same fields
+    as an object, the text output the same "not fixed RULE-ID: reason" line as ever."""
+    ckpt = damaged(tmp_path, "commit_latest_missing")
+    (ckpt / "offsets" / "5").write_bytes(b"v1")
+    reason = "offsets/5 is damaged and batch 6 is not committed: it is the start of batch 6's range; restore it"
+    _plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
+    assert unfixed == [Unfixed("LOG-UNREADABLE", reason, f"{ckpt}/offsets/5")]
+    doc = json.loads(_cli("repair", str(ckpt), "-f", "json", "-q").stdout)
+    assert doc["unfixed"] == [{"rule_id": "LOG-UNREADABLE", "reason": reason, "path": f"{ckpt}/offsets/5"}]
+    assert f"\nnot fixed LOG-UNREADABLE: {reason}\n" in _cli("repair", str(ckpt)).stdout
 
 
 def test_damaged_latest_offset_refused_when_the_file_sink_holds_it(tmp_path: Path) -> None:
