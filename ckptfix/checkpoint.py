@@ -268,6 +268,13 @@ class Checkpoint:
             raise NotACheckpoint(location.url, found + _did_you_mean(location, entries, marks))
         return cls(location, entries)
 
+    def __repr__(self) -> str:
+        """What the listing says, without reading a file (storage options stay out: they may hold secrets)."""
+        return (
+            f"<Checkpoint {self.location.url!r} last_batch={self.offsets.latest} "
+            f"last_commit={self.commits.latest} stateful_operators={len(self.state.operators)}>"
+        )
+
     # -- reading -------------------------------------------------------------------------
     def display(self, rel: str) -> str:
         return self.location.display(rel)

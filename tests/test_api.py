@@ -50,6 +50,22 @@ def test_audit_is_the_cli_report() -> None:
     assert ckptfix.audit(ckptfix.open_checkpoint(str(SAMPLE)), "3.5").target == "3.5"
 
 
+class _NoStorage:
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"repr used the store ({name})")
+
+
+def test_a_checkpoint_repr_says_what_its_listing_holds(tmp_path: Path) -> None:
+    """The url, the last batch and commit, the stateful operators: from the listing, no file read."""
+    ckpt = ckptfix.open_checkpoint(str(ROOT / "samples" / "rocksdb-changelog"))  # offsets, commits 0..11; state/0
+    ckpt.location.fs = _NoStorage()
+    want = f"<Checkpoint '{ROOT}/samples/rocksdb-changelog' last_batch=11 last_commit=11 stateful_operators=1>"
+    assert repr(ckpt) == want
+    shutil.copytree(SAMPLE, tmp_path / "ckpt", ignore=shutil.ignore_patterns("commits"))  # offsets up to 31
+    bare = ckptfix.open_checkpoint(str(tmp_path / "ckpt"))
+    assert repr(bare) == f"<Checkpoint '{tmp_path}/ckpt' last_batch=31 last_commit=None stateful_operators=0>"
+
+
 def test_plan_repair_applies_and_undo_restores(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     shutil.copytree(SAMPLE, ckpt)
