@@ -165,16 +165,30 @@ def _console() -> type[Console]:
     return _Quiet
 
 
+#: the width of a console that writes to a pipe or a file: wide enough that no table row folds
+PIPE_WIDTH = 100_000
+
+
+def console(file: Any) -> Console:
+    """The one place a CLI console is made. A line of text is never broken at the width: it stays one line for
+    grep and for the reader's own terminal to wrap. Tables fit the terminal's width; on a pipe or in a file
+    (where rich would take 80 columns, or the width of whichever other stream is a terminal) they take their
+    natural width, so ``ckptfix state ls CKPT | cat`` folds no cell. ``COLUMNS`` sets the width everywhere."""
+    c = _console()(file=file, soft_wrap=True, markup=False)
+    if not c.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        c.width = PIPE_WIDTH
+    return c
+
+
 def out() -> Console:
-    """Where results go (stdout). A line of text is never broken at the terminal's width (a pipe's is 80):
-    it stays one line for grep and for the reader's own terminal to wrap; tables fit the width."""
-    return _console()(file=sys.stdout, soft_wrap=True, markup=False)
+    """Where results go (stdout); see :func:`console`."""
+    return console(sys.stdout)
 
 
 def err() -> Console:
-    """Where messages go (stderr): progress, summaries, hints and errors; lines as :func:`out`'s. A closed
+    """Where messages go (stderr): progress, summaries, hints and errors; see :func:`console`. A closed
     stderr ends them quietly, as a closed stdout ends the results."""
-    return _console()(file=sys.stderr, soft_wrap=True, markup=False)
+    return console(sys.stderr)
 
 
 class _NoPandasYet:

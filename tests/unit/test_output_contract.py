@@ -123,6 +123,31 @@ def test_apply_undo_and_history_documents(tmp_path: Path) -> None:
     assert json.loads(undone.stdout)["undone_run"] == doc["applied_run"]
 
 
+PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"  # 75 characters
+
+
+def piped(*args: str, **env: str) -> str:
+    """stdout of a command whose stdout is a pipe and no stream a terminal (rich's own choice there: 80 columns)."""
+    environ = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | env
+    return subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *args],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=environ,
+        timeout=120,
+    ).stdout
+
+
+def test_a_pipe_gets_whole_table_rows_and_columns_is_honoured() -> None:
+    """`inspect CKPT | cat`: the provider's class name stays in one cell line, where 80 columns fold it; with
+    COLUMNS set the table fits that width."""
+    rows = [line for line in piped("inspect", str(sample_checkpoint())).splitlines() if "state_store_provider" in line]
+    assert len(rows) == 1 and PROVIDER in rows[0], rows
+    narrow = piped("inspect", str(sample_checkpoint()), COLUMNS="80").splitlines()
+    assert PROVIDER not in "\n".join(narrow)
+
+
 #: one bad invocation per command: each must give exit 2 and one error document on stdout
 BAD = {
     "inspect": ["{missing}"],
