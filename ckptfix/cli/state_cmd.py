@@ -38,7 +38,7 @@ from ckptfix.cli.common import (
     stdout_gone,
     storage_options,
 )
-from ckptfix.errors import CkptfixError, UsageError
+from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.render import jsonout, text
 from ckptfix.storage import parse_storage_options
 
@@ -78,7 +78,8 @@ def _fail_rows(fmt: DataFormat, message: str, kind: str) -> NoReturn:
     fail(Format.json if fmt is DataFormat.json else Format.text, message, kind)
 
 
-def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
+def _guard_rows(fmt: DataFormat, fn: Callable[[], T], hint: Callable[[CkptfixError], str | None] | None = None) -> T:
+    """``fn()``, its errors as one line (``hint(exc)``: the next step, after the error, when there is one)."""
     try:
         return fn()
     except BrokenPipeError:
@@ -86,7 +87,8 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T]) -> T:
         stdout_gone()
         raise typer.Exit(0) from None
     except CkptfixError as exc:
-        _fail_rows(fmt, str(exc), type(exc).__name__)
+        then = hint(exc) if hint is not None else None
+        _fail_rows(fmt, f"{exc}; {then}" if then else str(exc), type(exc).__name__)
     except OSError as exc:
         _fail_rows(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
     except KeyboardInterrupt:
@@ -306,6 +308,7 @@ def read(
     """Stream the state rows (key, value, partition_id) of a committed version, decoded as
     Spark's statestore reader shows them. Exit 2: bad input."""
     opts = _guard_rows(fmt, lambda: parse_storage_options(storage_option, endpoint_url))
+    reads: list[Any] = []
 
     def run() -> tuple[Any, int]:
         result = _reader(engine, False)(
@@ -323,9 +326,20 @@ def read(
             storage_options=opts,
             **schema_options(key_schema, value_schema, force_schema),
         )
+        reads.append(result)
         return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
 
-    result, n = _guard_rows(fmt, run)
+    def rebuild(exc: CkptfixError) -> str | None:
+        from ckptfix.repair.rebuild import rebuild_hint
+
+        if not reads or not isinstance(exc, FormatError) or engine != "local":
+            return None
+        try:
+            return rebuild_hint(reads[0].selection, exc, checkpoint)
+        except (CkptfixError, OSError):  # the store cannot tell: the error alone, as without a hint
+            return None
+
+    result, n = _guard_rows(fmt, run, rebuild)
     _summary(result, n, "rows", quiet)
 
 

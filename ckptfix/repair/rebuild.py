@@ -16,6 +16,7 @@ keep replaying a pile of changelogs -- and nothing Spark still expects goes away
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,36 @@ def _chain_past_corruption(sel: Selection, store: StoreDir, skipped: list[str]) 
                 raise
             skipped.append(f"{base.rel}: {exc.expected}, found {exc.found}")
             exclude.append(base.version)
+
+
+def rebuild_hint(sel: Selection, exc: FormatError, checkpoint: str) -> str | None:
+    """The next step after reading ``sel`` failed with ``exc``: when the damaged file is the snapshot (HDFS
+    ``N.snapshot``, RocksDB ``N.zip``) a selected store's version starts from, and the version can be built
+    without it (an older snapshot plus the deltas/changelogs after it, all there), the ``state rebuild``
+    command that writes a new snapshot of the version that way. None where rebuild cannot help: a damaged
+    delta or changelog (rebuild refuses), a snapshot asked for with ``--from-snapshot``, no other chain
+    to the version, and a damaged SST (an older zip may list the same file)."""
+    if sel.from_snapshot is not None:
+        return None
+    for part in sel.partitions:
+        for store in sel.op.partitions.get(part, {}).values():
+            try:
+                chain = store_chain(sel, store)
+            except FormatError:
+                continue
+            base = chain.base
+            if base is None or exc.path != sel.ckpt.display(base.rel):
+                continue
+            try:
+                other = store_chain(sel, store, exclude=(base.version,))
+            except FormatError:
+                return None
+            command = (
+                f"ckptfix state rebuild {shlex.quote(checkpoint)} --version {sel.version} "
+                f"--operator {sel.op.operator} --partition {part}"
+            )
+            return f"`{command}` writes a new snapshot of version {sel.version} from {other.describe()}"
+    return None
 
 
 def _content(sel: Selection, chain: chains.Chain) -> list[Any]:

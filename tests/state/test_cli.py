@@ -96,7 +96,37 @@ def test_bad_lz4_checksum(tmp_path: Path) -> None:
     data = bytearray((FIXTURES / "hdfs/state/0/0/3.delta").read_bytes())
     data[30] ^= 0xFF
     ckpt = damaged(tmp_path, "3.delta", bytes(data))
-    one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "at byte 17")
+    line = one_line_error(run("state", "read", ckpt, "--version", "3"), "3.delta", "at byte 17")
+    assert "state rebuild" not in line  # rebuild refuses a damaged delta: no hint that sends the user there
+
+
+def flipped_snapshot(tmp_path: Path) -> str:
+    """The hdfs fixture (1..4.delta, 2.snapshot, 4.snapshot) with 4.snapshot's LZ4 block checksum broken."""
+    data = bytearray((FIXTURES / "hdfs/state/0/0/4.snapshot").read_bytes())
+    data[40] ^= 0xFF
+    return damaged(tmp_path, "4.snapshot", bytes(data))
+
+
+def test_a_corrupt_snapshot_names_the_rebuild_that_reads_past_it(tmp_path: Path) -> None:
+    ckpt = flipped_snapshot(tmp_path)
+    command = f"ckptfix state rebuild {ckpt} --version 4 --operator 0 --partition 0"
+    line = one_line_error(run("state", "read", ckpt, "--version", "4"), "4.snapshot: at byte 21: expected an LZ4")
+    assert line.endswith(f"; `{command}` writes a new snapshot of version 4 from 2.snapshot + deltas 3..4"), line
+    rebuilt = run(*command.split()[1:], "--apply", "--idle-seconds", "0")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    rows = [json.loads(x) for x in run("state", "read", ckpt, "--version", "4").stdout.splitlines()]
+    assert sorted((r["key"]["k"], r["value"]["count"]) for r in rows) == [("k1", 2), ("k2", 1), ("k3", 1), ("k7", 6)]
+
+
+def test_no_rebuild_hint_where_rebuild_cannot_help(tmp_path: Path) -> None:
+    ckpt = flipped_snapshot(tmp_path)
+    # the snapshot asked for by name: the error is about the user's choice
+    asked = one_line_error(run("state", "read", ckpt, "--version", "4", "--from-snapshot", "3"), "4.snapshot")
+    assert "state rebuild" not in asked
+    # no other way to version 4: 2.snapshot + deltas 3..4 lacks 3.delta
+    (Path(ckpt) / "state/0/0/3.delta").unlink()
+    alone = one_line_error(run("state", "read", ckpt, "--version", "4"), "4.snapshot")
+    assert "state rebuild" not in alone
 
 
 def test_truncated_record(tmp_path: Path) -> None:
