@@ -261,7 +261,7 @@ class StoreCheck:
                 SST_MISSING.id,
                 f"{fp.rel} has {fp.found}; {fp.zip} lists {fp.expected}",
                 ev,
-                SparkError(None, None, fp.name),
+                E.unexpected_file_size(fp.expected.split()[0], fp.found.split()[0]),
             )
         message = f"{fp.rel} is unreadable ({fp.expected}, found {fp.found})"
         if kind == "snapshot":
@@ -271,14 +271,18 @@ class StoreCheck:
                 FILE_CORRUPT.id,
                 message,
                 ev,
-                SparkError(None, None, "ZLIB" if fp.error_kind == "truncated" else fp.name),
+                # java.util.zip reads the entries in order and runs out of input in the middle of one
+                E.zip_truncated() if fp.error_kind == "truncated" else SparkError(None, None, fp.name),
             )
         return Problem(FILE_CORRUPT.id, message, ev, _corrupt_error(fp))
 
     def fall_back(self, problem: Problem) -> bool:
         """Spark 4.2+ skips a snapshot it cannot load and tries the next older one (then the
-        empty state); older Sparks fail. Records the skipped snapshot as a warning."""
+        empty state) when its auto snapshot repair applies to this store (:func:`chains.skips_bad_snapshot`);
+        older Sparks fail. Records the skipped snapshot as a warning."""
         if not self.ctx.target.falls_back_from_corrupt_snapshot:
+            return False
+        if not chains.skips_bad_snapshot(self.store, self.provider, self.ctx.session_conf):
             return False
         note = f"{problem.message}; Spark {self.ctx.target.label} falls back to an older snapshot"
         self.notes.append(Problem(problem.rule, note, problem.evidence, None, "warning"))
@@ -296,9 +300,21 @@ class StoreCheck:
                 E.delta_missing(self.ctx.target, rel),
                 fix=self.gap_fix(rel),
             )
+        if self.uid is None and not chains.changelog_checkpointing(self.store, self.ctx.session_conf):
+            # without changelogs every version lives only in its own zip: the lost file is N.zip, and Spark, which
+            # loads the newest zip below it, asks for a changelog that was never written
+            lost = self.rel(self.N, "zip")
+            return Problem(
+                CHAIN.id,
+                f"{lost} is missing and this store has no changelogs (changelog checkpointing off), so version "
+                f"{self.N} is nowhere else: Spark loads {base} and then asks for {rel}, which was never written",
+                (Evidence(self.display(lost), expected="a file", found="none"),),
+                E.streaming_file_missing(self.ctx.target, rel),
+                fix=self.gap_fix(lost),
+            )
         return Problem(
             CHAIN.id,
-            f"{rel} is missing; version {self.N} = {base} + changelogs up to {self.N}",
+            f"{rel} is missing; version {self.N} = {base} + changelogs {chain.base_version + 1}..{self.N}",
             (Evidence(self.display(rel), expected="a file", found="none"),),
             E.streaming_file_missing(self.ctx.target, rel),
             fix=self.gap_fix(rel),

@@ -195,6 +195,17 @@ def state_dir_missing() -> SparkError:
     )
 
 
+def unexpected_file_size(expected: str, found: str) -> SparkError:
+    """RocksDBFileManager copies an SST and compares its size with the zip's (seen on 4.3:
+    ``CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE ... expected 1316 bytes, found 1416 bytes``)."""
+    return SparkError(None, None, f"expected {expected} bytes, found {found} bytes")
+
+
+def zip_truncated() -> SparkError:
+    """A RocksDB zip cut short: ``Utils.unzipFilesFromFile`` (seen on 4.3, wrapped in CANNOT_LOAD_STATE_STORE)."""
+    return SparkError("java.io.EOFException", None, "Unexpected end of ZLIB input stream")
+
+
 def corrupt_stream(kind: str) -> SparkError:
     if kind == "truncated":
         return SparkError("java.io.EOFException", None, "Stream ended prematurely")

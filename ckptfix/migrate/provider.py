@@ -58,10 +58,10 @@ from ckptfix.state.read import ENCODING, ROW_CHECKSUM, Selection, select, store_
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
 from ckptfix.stores import provider as providers
 from ckptfix.stores import records
+from ckptfix.stores.chain import CHANGELOG_CONF
 from ckptfix.stores.provider import CLASSES, PROVIDER_CONF
 
 RULE = "MIGRATE-PROVIDER"
-CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROCKS_COMPRESSION_CONF = "spark.sql.streaming.stateStore.rocksdb.compression"
 #: the provider Spark uses when the offset log records none (SQLConf default)

@@ -14,7 +14,7 @@ older base the way Spark 4.2+ does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from ckptfix import layout
@@ -24,6 +24,29 @@ from ckptfix.formats import statefile
 
 SNAPSHOT_KIND = {"hdfs": "snapshot", "rocksdb": "zip"}
 STEP_KIND = {"hdfs": "delta", "rocksdb": "changelog"}
+
+#: session confs, not recorded in the offset log: the restarting session decides them
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+AUTO_REPAIR_CONF = "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"
+
+
+def changelog_checkpointing(store: StoreDir, session_conf: Mapping[str, str]) -> bool:
+    """Whether the restart writes and reads RocksDB changelogs: the session's conf when told, else what the
+    store shows (with changelog checkpointing on, every version writes ``N.changelog``; without it, none)."""
+    told = session_conf.get(CHANGELOG_CONF)
+    if told is not None:
+        return told.strip().lower() == "true"
+    return bool(store.versions("changelog"))
+
+
+def skips_bad_snapshot(store: StoreDir, provider: str, session_conf: Mapping[str, str]) -> bool:
+    """Whether Spark's ``AutoSnapshotLoader`` (4.2+) may skip a snapshot it cannot load for an older one, before
+    the target version is considered: ``autoSnapshotRepair.enabled`` (default true) and, for RocksDB, changelog
+    checkpointing on (``RocksDB.allowAutoSnapshotRepair`` in the 4.3.0 jar: without changelogs no older zip can
+    reach version N, so the newest zip's own error stops the load; seen live on 4.3, damage hunt R03/R05/R11)."""
+    if session_conf.get(AUTO_REPAIR_CONF, "true").strip().lower() != "true":
+        return False
+    return provider != "rocksdb" or changelog_checkpointing(store, session_conf)
 
 
 @dataclass(frozen=True)
