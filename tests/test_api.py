@@ -197,6 +197,14 @@ def test_plan_repair_takes_the_query_id_the_cli_takes(tmp_path: Path) -> None:
     assert json.loads((ckpt / "metadata").read_text().splitlines()[0])["id"] == qid
 
 
+def test_a_query_id_that_is_no_uuid_is_a_usage_error() -> None:
+    with pytest.raises(UsageError) as refused:
+        ckptfix.plan_repair(str(SAMPLE), query_id="my-query")
+    assert str(refused.value) == (
+        "--query-id: expected a UUID like Spark's metadata id (6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162), found 'my-query'"
+    )
+
+
 @pytest.mark.parametrize("target", [4.3, 35, b"4.3"])
 def test_a_target_that_is_not_a_string_is_a_usage_error(target: object) -> None:
     with pytest.raises(UsageError, match="target_spark: expected a version string such as"):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptfix.errors import FormatError
+from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats.text import dumps, json_failure, loads, preview
 
 
@@ -37,3 +38,15 @@ def dump(meta: StreamMetadata) -> bytes:
     obj: dict[str, Any] = {"id": meta.id}
     obj.update(meta.extra)
     return dumps(obj).encode()
+
+
+def parse_query_id(given: object, option: str = "--query-id") -> str:
+    """A query id the user gave, as Spark writes it in ``metadata`` (a UUID in lower-case 8-4-4-4-12 form); a
+    value that is no UUID is a :class:`UsageError` naming ``option``."""
+    try:
+        return str(uuid.UUID(str(given)))
+    except ValueError:
+        raise UsageError(
+            f"{option}: expected a UUID like Spark's metadata id (6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162), "
+            f"found {given!r}"
+        ) from None

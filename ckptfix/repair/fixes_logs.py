@@ -526,10 +526,8 @@ def restore_metadata(fc: FixContext, finding: Finding) -> list[str]:
     given = fc.options.get("query_id")
     known = _ids_in_backups(fc)
     notes: list[str] = []
-    if given:
-        qid = _uuid(str(given))
-        if qid is None:
-            raise CannotFix(f"--query-id: expected a UUID like 6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162, found {given!r}")
+    if given is not None:
+        qid = metadata_format.parse_query_id(given)  # plan_repair checked it: the canonical form
         source = "--query-id"
         others = sorted(set(known) - {qid})
         if others:

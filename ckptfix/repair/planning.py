@@ -16,6 +16,7 @@ from ckptfix.audit.model import Report
 from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import CannotFix, UsageError
+from ckptfix.formats import metadata as metadata_format
 from ckptfix.repair.builder import PlanBuilder, PlanConflict
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES, FixContext
 from ckptfix.repair.plan import Plan, Unfixed
@@ -50,6 +51,9 @@ def plan_repair(
     _load_planners()
     if strategy not in STRATEGIES:
         raise UsageError(f"--strategy: expected one of {', '.join(STRATEGIES)}, found {strategy!r}")
+    options = dict(options or {})
+    if options.get("query_id") is not None:
+        options["query_id"] = metadata_format.parse_query_id(options["query_id"])
     target = parse_target(target_spark)
     ckpt = Checkpoint.open(url, storage_options)
     report = audit(
@@ -59,7 +63,7 @@ def plan_repair(
         ckpt, target, sink=open_sink(sink_path, storage_options) if sink_path else None, stateful=stateful
     )
     builder = PlanBuilder(ckpt, target.label)
-    fc = FixContext(ckpt, report, ctx, builder, strategy, dict(options or {}))
+    fc = FixContext(ckpt, report, ctx, builder, strategy, options)
     effects: list[str] = []
     fixed: list[str] = []
     unfixed: list[Unfixed] = []

@@ -33,11 +33,12 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from ckptfix.errors import AsyncRefused, CkptfixError, ForeignCheckpoint, Interrupted, UsageError
+from ckptfix.formats.metadata import parse_query_id
 from ckptfix.progress import Progress, ProgressLike, progress_of
 from ckptfix.repair.engine import SPARK_START, SPARK_STOP
 from ckptfix.spark.async_rules import foreign_checkpoint, inspect_writer, refusals, same_location
@@ -560,6 +561,8 @@ def async_off(url: str, query: str, options: Options | None = None, progress: Pr
         raise UsageError(f"--min-batches: expected at least 1, found {opts.min_batches}")
     if opts.timeout <= 0:
         raise UsageError(f"--timeout: expected a positive number of seconds, found {opts.timeout}")
+    if opts.query_id is not None:
+        opts = replace(opts, query_id=parse_query_id(opts.query_id))
     loc = Location(url, opts.storage_options)
     backup = Location(opts.backup_dir or default_backup_url(loc.url), opts.storage_options)
     outcome = Outcome("planned", loc.url, query, applied=opts.apply)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ckptfix.audit import audit
+from ckptfix.errors import UsageError
 from ckptfix.repair import engine
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.repair.planning import plan_repair
@@ -280,12 +281,22 @@ def test_metadata_refused_without_an_id(tmp_path: Path) -> None:
         assert says in unfixed[0] and "exactly-once sinks" in unfixed[0]
 
 
-def test_metadata_refuses_a_query_id_that_is_no_uuid(tmp_path: Path) -> None:
+NOT_A_UUID = (
+    "--query-id: expected a UUID like Spark's metadata id (6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162), found 'my-query'"
+)
+
+
+def test_a_query_id_that_is_no_uuid_is_a_usage_error(tmp_path: Path) -> None:
+    """Refused before anything is planned (exit 2, one line), whether the metadata needs the id or not."""
     ckpt = damaged(tmp_path, "metadata_missing")
-    plan, unfixed = plan_of(ckpt, options={"query_id": "my-query"})
-    assert plan.empty and unfixed == [
-        "META-MISSING: --query-id: expected a UUID like 6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162, found 'my-query'"
-    ]
+    with pytest.raises(UsageError) as refused:
+        plan_of(ckpt, options={"query_id": "my-query"})
+    assert str(refused.value) == NOT_A_UUID
+    proc = _cli("repair", str(ckpt), "--query-id", "my-query")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"ckptfix: error: {NOT_A_UUID}\n")
+    healthy, _ = extract("stateless", tmp_path / "healthy")
+    proc = _cli("repair", str(healthy), "--query-id", "my-query")
+    assert (proc.returncode, proc.stderr) == (2, f"ckptfix: error: {NOT_A_UUID}\n")
 
 
 def test_metadata_restored_from_an_earlier_ckptfix_run(tmp_path: Path) -> None:

@@ -189,6 +189,11 @@ def test_foreign_checkpoint_checks_on_a_real_checkpoint() -> None:
         (["--conf", "no-equals-sign"], "--conf 'no-equals-sign': expected KEY=VALUE"),
         (["--min-batches", "0"], "--min-batches: expected at least 1, found 0"),
         (["--timeout", "0"], "--timeout: expected a positive number of seconds, found 0.0"),
+        (
+            ["--query-id", "my-query"],
+            "--query-id: expected a UUID like Spark's metadata id (6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162), found "
+            "'my-query'",
+        ),
     ],
 )
 def test_bad_options_one_line_exit_2(extra: list[str], expect: str, capsys: pytest.CaptureFixture[str]) -> None:
