@@ -248,7 +248,7 @@ def metadata_file(ctx: AuditContext) -> Iterator[Finding]:
         yield META_UNREADABLE.finding(
             f"metadata cannot be read: expected {exc.expected}, found {exc.found}",
             [Evidence(ck.display(layout.METADATA), exc.offset, exc.expected, exc.found)],
-            spark_error=E.metadata_error(exc),
+            spark_error=E.metadata_error(ctx.target, exc),
             stage=10,
         )
 

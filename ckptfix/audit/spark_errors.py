@@ -72,18 +72,20 @@ def exact_version(found: int, expected: int) -> SparkError:
 JSON_TOKEN_KINDS = ("non-numeric-literal", "number-too-long", "no-usable-value")
 
 
-def json_token_error(exc: FormatError) -> SparkError:
-    """What Jackson / json4s say of a token Python's json reads (seen with PySpark 4.3.0)."""
+def json_token_error(target: SparkTarget, exc: FormatError) -> SparkError:
+    """What Jackson / json4s say of a token Python's json reads (seen with PySpark 4.3.0; the number length
+    wording of 3.5's Jackson recorded with 3.5.9)."""
     if exc.kind == "non-numeric-literal":
         return SparkError(JSON_PARSE, None, f"Non-standard token '{exc.found}'")
     if exc.kind == "number-too-long":
         m = re.search(r"Number value length \((\d+)\)", exc.expected)
         n = m.group(1) if m else ""
-        return SparkError(
-            "com.fasterxml.jackson.core.exc.StreamConstraintsException",
-            None,
-            f"Number value length ({n}) exceeds the maximum allowed (1000",
+        text = (
+            f"Number value length ({n}) exceeds the maximum allowed (1000"
+            if target.at_least(4, 0)
+            else f"Number length ({n}) exceeds the maximum length (1000)"
         )
+        return SparkError("com.fasterxml.jackson.core.exc.StreamConstraintsException", None, text)
     field = exc.expected.removeprefix("a number for ")
     return SparkError("org.json4s.MappingException", None, f"No usable value for {field}")
 
@@ -107,7 +109,7 @@ def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -
     if kind == "truncated-json":
         return SparkError(JSON_EOF, None, "Unexpected end-of-input")
     if kind in JSON_TOKEN_KINDS:
-        return json_token_error(exc)
+        return json_token_error(target, exc)
     if kind == "invalid-json":
         return SparkError(JSON_PARSE, None, "Unexpected character")
     if kind == "v2-no-colon":
@@ -118,7 +120,7 @@ def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -
     return SparkError(None, None, exc.expected)
 
 
-def metadata_error(exc: FormatError) -> SparkError:
+def metadata_error(target: SparkTarget, exc: FormatError) -> SparkError:
     if exc.kind == "empty":
         return SparkError(
             "com.fasterxml.jackson.databind.exc.MismatchedInputException",
@@ -130,7 +132,7 @@ def metadata_error(exc: FormatError) -> SparkError:
     if exc.kind == "truncated-json":
         return SparkError(JSON_EOF, None, "Unexpected end-of-input")
     if exc.kind in JSON_TOKEN_KINDS:
-        return json_token_error(exc)
+        return json_token_error(target, exc)
     return SparkError(JSON_PARSE, None, "Unexpected character")
 
 

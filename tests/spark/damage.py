@@ -667,9 +667,7 @@ _CASES = [
         "stateless",
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":' + "9" * 5000),
         "commits/L watermark of 5000 digits",
-        # 3.5.9 fails too, but its Jackson words it "Number length (5000) exceeds the maximum length (1000)", not
-        # the 4.x message the audit predicts: not recorded on 3.5 until the audit knows that wording
-        versions=ALL_VERSIONS - {"3.5"},
+        # 3.5.9's Jackson words it "Number length (5000) exceeds the maximum length (1000)"
     ),
     DamageCase(
         "offset_latest_version_huge",
