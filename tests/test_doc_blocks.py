@@ -1,17 +1,21 @@
-"""Every shell block of README.md and docs/*.md runs, and every command in it exits as the doc says.
+"""Every shell and Python block of README.md and docs/*.md runs, and every command in it exits as the doc says.
 
 What counts as a block: a fenced ```bash, ```sh or ```console block. In bash/sh blocks every line is a command
 (a line ending in a backslash continues on the next); in console blocks only the lines starting with "$ " are
 commands, the others are output. Blank lines and comment lines are skipped; compound commands (if, for,
 heredocs) are not supported, so the docs do not use them.
 
+A fenced ```python block (docs/api.md, docs/output.md) is one script, run with the venv's Python; it must exit 0.
+
 Expected exit code: 0, unless the command's trailing comment says `# exits N` (or `# exit N`, as recipes/ do).
 
 How a block runs: one bash process per block (so `T=$(mktemp -d)` carries to the next line), with `set -o
 pipefail`, in a fresh temporary directory that holds a copy of the repo's samples/ (so `samples/async-sparse`
-resolves and nothing in the repo changes), with the venv's `ckptfix` first on PATH and a timeout. Afterwards the
-copied samples/ must be byte for byte what the repo ships: a block that changes a sample in place (instead of
-copying it first) fails.
+resolves and nothing in the repo changes) and of docs/schemas/, with the venv's `ckptfix` first on PATH and a
+timeout. The copy's files are as new as a fresh clone's (written just now), so a block that applies a plan to
+a sample's copy must say `--idle-seconds 0` (or `idle_seconds=0`), as a reader on a fresh clone must.
+Afterwards the copied samples/ must be byte for byte what the repo ships: a block that changes a sample in
+place (instead of copying it first) fails.
 
 Not run:
 - README's opening block (the two install commands): CI itself runs them (.ci/run; tests/test_docs.py checks
@@ -37,7 +41,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(bash|sh|console)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
+FENCE = re.compile(r"^```(bash|sh|console|python)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 DIRECTIVE = re.compile(r"<!--\s*doc-test:\s*(skip|spark)\b\s*(.*?)\s*-->\s*\n\s*$")
 EXIT = re.compile(r"#.*\bexits?\s+(\d+)\b")
 TIMEOUT = 180
@@ -66,6 +70,8 @@ class Block:
 
 
 def parse_commands(block: Block) -> list[Command]:
+    if block.lang == "python":  # one script
+        return [Command(block.line + 1, block.body, 0)] if block.body.strip() else []
     commands: list[Command] = []
     pending: list[str] = []
     start = 0
@@ -176,15 +182,24 @@ def test_doc_block_runs(block: Block, tmp_path: Path) -> None:
     assert not any(re.search(r"\bpip\b", c.text) for c in block.commands), f"{block.id}: would change the venv"
     work = tmp_path / "work"
     work.mkdir()
-    shutil.copytree(ROOT / "samples", work / "samples", ignore=shutil.ignore_patterns("__pycache__"))
+    # copied as a fresh clone has them: every file written just now (shutil.copy, not copy2, which keeps mtimes)
+    shutil.copytree(
+        ROOT / "samples", work / "samples", ignore=shutil.ignore_patterns("__pycache__"), copy_function=shutil.copy
+    )
+    shutil.copytree(ROOT / "docs" / "schemas", work / "docs" / "schemas")  # docs/output.md validates against them
     before = digest(work / "samples")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CKPTFIX_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = sys.executable
     env["TMPDIR"] = str(tmp_path)
+    if block.lang == "python":
+        (tmp_path / "block.py").write_text("\n" * block.line + block.body)  # tracebacks name the doc's lines
+        argv = [sys.executable, str(tmp_path / "block.py")]
+    else:
+        argv = ["bash", "-c", script(block.commands)]
     try:
         proc = subprocess.run(
-            ["bash", "-c", script(block.commands)],
+            argv,
             cwd=work,
             env=env,
             capture_output=True,
