@@ -51,13 +51,38 @@ class UsageError(CkptfixError):
     """The command line or an API call asked for something impossible."""
 
 
+def install_command(extra: str) -> str:
+    """The pip command that adds ``extra`` to this ckptfix. ckptfix is not on PyPI: it is installed from a
+    checkout (README's first command, ``pip install .``), so the command names that checkout, the way README's
+    commands do from inside it: ``pip install -e '/src/ckptfix[rocksdb]'`` when this ckptfix runs from a checkout
+    (an editable install; ``-e`` keeps it one), ``pip install '/src/ckptfix[rocksdb]'`` when pip recorded the
+    checkout it installed from, ``pip install '<checkout>[rocksdb]'`` otherwise."""
+    import json
+    import shlex
+    from importlib import metadata
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "ckptfix" / "errors.py").is_file():
+        return f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
+    for dist in metadata.distributions(name="ckptfix"):
+        try:
+            url = urlparse(json.loads(dist.read_text("direct_url.json") or "{}").get("url", ""))
+        except (ValueError, AttributeError):
+            continue
+        if url.scheme == "file" and url.path:
+            return f"pip install {shlex.quote(f'{unquote(url.path)}[{extra}]')}"
+    return f"pip install '<checkout>[{extra}]'  (<checkout>: your clone of ckptfix)"
+
+
 class MissingExtra(CkptfixError):
     """An optional dependency is needed for this path (s3fs, pyspark, ...)."""
 
     def __init__(self, module: str, extra: str) -> None:
         self.module = module
         self.extra = extra
-        super().__init__(f"this needs the '{module}' package: pip install 'ckptfix[{extra}]'")
+        super().__init__(f"this needs the '{module}' package: {install_command(extra)}")
 
 
 # -- repairs: plans, runs and their refusals

@@ -32,8 +32,8 @@ def folding_table(*headers: str, whole: tuple[str, ...] = (), **kwargs: Any) -> 
 
 def styled(console: Console, style: str, head: str, rest: str = "") -> None:
     """One line: ``head`` in ``style``, then ``rest``, both printed as they are. Every console ckptfix prints
-    through has markup off (a path such as ``ck[prod]`` or a hint such as ``pip install 'ckptfix[rocksdb]'`` must
-    not lose its brackets): this is the one way a line gets a style."""
+    through has markup off (a path such as ``ck[prod]`` or a hint such as ``pip install -e '/src/ckptfix[rocksdb]'``
+    must not lose its brackets): this is the one way a line gets a style."""
     from rich.text import Text
 
     console.print(Text.assemble((head, style), rest), highlight=False, soft_wrap=True)

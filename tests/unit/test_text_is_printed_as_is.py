@@ -1,6 +1,6 @@
 """Text output prints what it names as it is: square brackets in a path, a rule's text or an install hint are not
 taken as styling (rich's markup would drop ``[prod]`` from ``ck[prod]`` and ``[rocksdb]`` from
-``pip install 'ckptfix[rocksdb]'``)."""
+``pip install -e '/src/ckptfix[rocksdb]'``)."""
 
 from __future__ import annotations
 
