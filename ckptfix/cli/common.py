@@ -226,6 +226,12 @@ def note(quiet: bool, message: str) -> None:
         err().print(message, highlight=False, markup=False, soft_wrap=True)
 
 
+def dry_run_hint(quiet: bool, then: str = "carry the plan out") -> None:
+    """The one dry-run hint of every command that plans (repair, rollback, state rebuild/delete/put/repartition,
+    migrate provider/relocate): a message, so stderr, and none with --quiet (docs/output.md)."""
+    note(quiet, f"dry run: nothing written; add --apply to {then}")
+
+
 def emit(document: str) -> None:
     """Print one rendered document on stdout; a closed pipe ends quietly (see :func:`stdout_gone`)."""
     try:

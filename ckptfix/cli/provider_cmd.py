@@ -82,6 +82,7 @@ def provider(
         idle_seconds=idle_seconds,
         audit_after=lambda: run_audit(checkpoint, target_spark, storage_options=opts),
         aims_at_restart=False,
+        quiet=quiet,
     )
     if fmt is Format.text:
         for key, value in result.session_confs.items():

@@ -14,10 +14,10 @@ from ckptfix.cli.common import (
     RichProgress,
     StorageOption,
     apply_option,
+    dry_run_hint,
     emit,
     force_option,
     idle_option,
-    note,
     out,
     storage_options,
 )
@@ -88,4 +88,4 @@ def relocate(
 def _text(doc: dict[str, Any], applied: bool, quiet: bool) -> None:
     text.relocation(doc, applied, out())
     if not applied:
-        note(quiet, "dry run: nothing written; add --apply to relocate")
+        dry_run_hint(quiet, "relocate")

@@ -25,6 +25,7 @@ from ckptfix.cli.common import (
     StorageOption,
     TargetSparkOption,
     choices,
+    dry_run_hint,
     emit,
     err,
     fail,
@@ -62,6 +63,8 @@ def carry_out(
     aims_at_restart: bool = True,
     extra_json: dict[str, Any] | None = None,
     then: Callable[[str | None], dict[str, Any]] | None = None,
+    quiet: bool = False,
+    apply_does: str = "carry the plan out",
 ) -> str | None:
     """What every planning command does with its plan: save it, apply it if asked (then audit
     again), and show it. A run exits 1 when its result does not audit as restartable and the plan
@@ -69,7 +72,8 @@ def carry_out(
     rebuild, provider migration), when the checkpoint audited as restartable before the run and
     does not after it. ``extra_json``: more fields of the JSON document (rollback --with-sink's sink run);
     ``then(run_id)``: a second step after this plan's run and its display (state repartition --sink's sink run),
-    whose fields join the JSON document. Returns the run id (None when nothing was applied)."""
+    whose fields join the JSON document. A dry run of a plan that changes something ends with the dry-run hint
+    (``add --apply to <apply_does>``; none with ``quiet``). Returns the run id (None when nothing was applied)."""
     if plan_out is not None:
         write_out(plan_out, plan.dumps().encode())
     run_id = None
@@ -92,6 +96,8 @@ def carry_out(
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
         if then is not None:
             then(run_id)
+        if not do_apply and not plan.empty:
+            dry_run_hint(quiet, apply_does)
     worse = verdict is not None and verdict.restarts is not True
     if worse and not aims_at_restart:
         worse = before is not None and before.restarts is True
@@ -183,6 +189,7 @@ def repair(
         audit_after=lambda: run_audit(
             checkpoint, target_spark, storage_options=opts, sink_path=sink, stateful=stateful
         ),
+        quiet=quiet,
     )
     if unfixed:
         raise typer.Exit(1)

@@ -105,6 +105,7 @@ def repartition(
         audit_after=lambda: run_audit(checkpoint, target_spark, storage_options=opts),
         aims_at_restart=False,
         then=sink_step,
+        quiet=quiet,
     )
     if fmt is Format.text:
         note(

@@ -94,12 +94,6 @@ def rollback(
             "The file sink {sink} holds no batch to roll back.",
         )
         extra = {"sink_plan": result.sink_plan.to_json(), "sink_applied_run": sink_run}
-    if result.into is not None:
-        note(
-            quiet,
-            f"dry run: --apply copies {where} to {result.into} first and rolls the copy back with this plan; "
-            "nothing was written",
-        )
     if result.copied_from is not None:
         note(quiet, f"copied {result.copied_files} files of {result.copied_from} to {where}; the original is untouched")
     # a fresh copy is all new files: its liveness was checked on the original before copying
@@ -117,6 +111,10 @@ def rollback(
             idle_seconds=idle_seconds,
             audit_after=lambda: run_audit(where, target_spark, storage_options=opts, sink_path=sink),
             extra_json=extra,
+            quiet=quiet,
+            apply_does="carry the plan out"
+            if result.into is None
+            else f"copy {where} to {result.into} first and roll the copy back with this plan",
         )
     except CkptfixError as exc:
         if sink_run is None:

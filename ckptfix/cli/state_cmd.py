@@ -440,4 +440,5 @@ def rebuild(
         idle_seconds=idle_seconds,
         audit_after=lambda: run_audit(checkpoint, target_spark, storage_options=opts),
         aims_at_restart=False,
+        quiet=quiet,
     )

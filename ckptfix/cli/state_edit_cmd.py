@@ -99,6 +99,7 @@ def delete(
         backup_dir=backup_dir,
         force=force,
         idle_seconds=idle_seconds,
+        quiet=quiet,
     )
 
 
@@ -148,4 +149,5 @@ def put(
         backup_dir=backup_dir,
         force=force,
         idle_seconds=idle_seconds,
+        quiet=quiet,
     )

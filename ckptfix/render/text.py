@@ -154,8 +154,6 @@ def plan(p: Plan, unfixed: Sequence[Unfixed], console: Console, applied: str | N
             console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if applied:
         styled(console, "green", "applied", f" as run {applied}; `ckptfix undo` restores it byte for byte")
-    elif not p.empty:
-        console.print("Nothing was changed (dry run). Add --apply to carry the plan out.", highlight=False)
 
 
 def runs(items: list[RunInfo], console: Console) -> None:

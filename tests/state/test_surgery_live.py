@@ -101,7 +101,7 @@ def test_deleted_key_starts_again_from_new_input(spark: Any, bases: Any, provide
     keys.write_text(json.dumps({"key": {"key": "a"}}) + "\n")
     dry = cli("state", "delete", str(ckpt), "--keys", str(keys))
     assert dry.returncode == 0, dry.stderr
-    assert "STATE-DELETE" in dry.stdout and "Nothing was changed" in dry.stdout
+    assert "STATE-DELETE" in dry.stdout and "dry run: nothing written" in dry.stderr
     assert spark_state(spark, provider, ckpt) == before, "a dry run writes nothing"
     done = cli("state", "delete", str(ckpt), "--keys", str(keys), "--apply", "--idle-seconds", "0", "-f", "json")
     assert done.returncode == 0, done.stderr + done.stdout

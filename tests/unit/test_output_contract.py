@@ -100,6 +100,26 @@ def test_json_result_validates_and_quiet_means_no_stderr(command: str, agg: Path
         assert json.loads(proc.stdout)["rows"], "the agg fixture has state rows"
 
 
+#: the commands that plan (dry run unless --apply), each with a plan that changes something here
+PLANNING = ["repair", "rollback", "state rebuild", "state delete", "state put", "state repartition"]
+PLANNING += ["migrate relocate", "migrate provider"]
+
+
+@pytest.mark.parametrize("command", PLANNING)
+def test_the_dry_run_hint_is_a_message_quiet_removes(command: str, agg: Path, tmp_path: Path) -> None:
+    """docs/output.md: hints go to stderr and -q removes them; the report (stdout) never carries one."""
+    values = {"sample": str(sample_checkpoint()), "agg": str(agg), "tmp": str(tmp_path)}
+    args = [*command.split(), *(a.format(**values) for a in ARGS[command])]
+    shown = cli(*args)
+    assert shown.returncode in (0, 1), shown.stderr
+    assert "--apply" not in shown.stdout and "dry run" not in shown.stdout, shown.stdout
+    assert "dry run: nothing written; add --apply to " in shown.stderr, shown.stderr
+    quiet = cli(*args, "-q")
+    assert quiet.returncode == shown.returncode and quiet.stderr == "", quiet.stderr
+    assert quiet.stdout.startswith("Plan for ") or command == "migrate relocate", quiet.stdout
+    assert "--apply" not in quiet.stdout and "dry run" not in quiet.stdout, quiet.stdout
+
+
 def test_apply_undo_and_history_documents(tmp_path: Path) -> None:
     """A real repair of the async sample, applied from a saved plan, listed, and undone."""
     ckpt = tmp_path / "ckpt"
