@@ -39,6 +39,27 @@ def test_a_file_is_not_a_checkpoint(command: list[str]) -> None:
     assert proc.stderr.strip().endswith("/metadata: expected a directory, found a file")
 
 
+@pytest.mark.parametrize("command", [["history"], ["undo"], ["apply", "--resume"]])
+def test_a_directory_that_is_not_a_checkpoint(command: list[str], tmp_path: Path) -> None:
+    """Not "no ckptfix runs recorded" (exit 0): the error every other command gives."""
+    (tmp_path / "photos").mkdir()
+    proc = _cli(*command, str(tmp_path))
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.strip() == (
+        f"ckptfix: error: {tmp_path}: expected a Structured Streaming checkpoint (metadata, offsets/, commits/ or "
+        "state/), found entries photos"
+    )
+    proc = _cli(*command, str(tmp_path), "--format", "json")
+    assert proc.returncode == 2 and json.loads(proc.stdout)["error"]["kind"] == "NotACheckpoint"
+
+
+def test_history_of_a_file_sink_without_runs_is_empty(tmp_path: Path) -> None:
+    """`rollback --with-sink` journals its runs in OUT/_ckptfix: a file sink is a place runs are recorded."""
+    (tmp_path / "out" / "_spark_metadata").mkdir(parents=True)
+    proc = _cli("history", str(tmp_path / "out"), "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["runs"] == []
+
+
 def test_history_of_a_checkpoint_without_runs_is_empty(tmp_path: Path) -> None:
     shutil.copytree(sample_checkpoint(), tmp_path / "ckpt")
     proc = _cli("history", str(tmp_path / "ckpt"), "--format", "json")
