@@ -34,6 +34,10 @@ class PlanBuilder:
         self._paths.add(action.path)
         self.actions.append(action)
 
+    def touches(self, rel: str) -> bool:
+        """Whether an action of the plan so far writes or deletes ``rel``."""
+        return rel in self._paths
+
     def mark(self) -> int:
         return len(self.actions)
 

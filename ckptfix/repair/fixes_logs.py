@@ -87,16 +87,23 @@ def _stateful(fc: FixContext) -> bool:
 
 
 def _roll_state_back(fc: FixContext, batch: int, rule: str, why: str) -> str | None:
-    """Re-planning ``batch`` must not meet a state version it already wrote: the state versions > ``batch``
-    (written by ``batch`` and later) go, as a rollback to ``batch - 1`` would remove them
+    """Every planner that makes Spark run ``batch`` again (it deletes ``offsets/batch`` or ``commits/batch``, or a
+    commit beyond a lost offset file) calls this: the batch must not meet a state version it or a later batch
+    already wrote. The state versions > ``batch`` go, as a rollback to ``batch - 1`` would remove them
     (:func:`ckptfix.repair.rollback.state_deletions`), so Spark loads version ``batch`` and writes ``batch + 1``
-    again. Returns the sentence for the plan's effects, or None when no such state exists."""
+    again; a stale ``batch + 1`` snapshot or zip would otherwise be preferred to the rewritten delta on a later
+    load (silently wrong state). Returns the sentence for the plan's effects, or None when no such state exists
+    (or the query is stateless)."""
+    if not _stateful(fc):
+        return None
     if fc.audit.stateful and not fc.ckpt.state.operators:
         raise CannotFix(f"{why}: the query is stateful but state/ is missing; fix the state first")
     found = _state_versions_from(fc, batch + 1)
     if not found:
         return None
     for rel, what in state_deletions(fc.ckpt, batch):
+        if fc.builder.touches(rel):  # another planner of this plan deletes it already
+            continue
         fc.builder.delete(rel, f"{why}: batch {batch} is planned again, so the state it wrote goes ({what})", rule)
     return (
         f"batch {batch} had already written state version {batch + 1}: those files go (as "
@@ -232,15 +239,22 @@ def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
             f" (no offsets/{c}: batch {c} will be planned anew)" if lost else ""
         )
         fc.builder.delete(rel, why, rule)
+    # batch L+1 and later are planned anew: the state versions they wrote (> L+1) go
+    rolled = _roll_state_back(fc, L + 1, rule, f"commits beyond the latest offset batch {L} are deleted")
     if K2 == L:
         effects = [f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch re-runs"]
+        if rolled is not None:
+            effects.append(rolled)
         replay = _replayed(fc, L, None)
         if L + 1 in ahead and replay != "no input file":
             effects.append(
                 f"batch {L + 1} ran before its offset file was lost and is planned anew: " + _again(fc, L, None, L + 1)
             )
         return effects
-    return [f"Spark re-runs batch {L} with its recorded offsets/{L} (as after a crash); " + _again(fc, L - 1, L, L)]
+    return [
+        f"Spark re-runs batch {L} with its recorded offsets/{L} (as after a crash); " + _again(fc, L - 1, L, L),
+        *([rolled] if rolled is not None else []),
+    ]
 
 
 # -- LOG-UNREADABLE (R5, R6), LOG-NO-BATCH-METADATA ------------------------------------------
@@ -273,7 +287,7 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
     if K == L and _is_state_pointer(ck.read(ck.commits.path_of(L))):
         raise CannotFix(f"{why}, and commits/{L} is a state pointer (stateUniqueIds); the state helper must decide")
     _no_replan(fc, L, why)
-    rolled = _roll_state_back(fc, L, rule, why) if _stateful(fc) else None
+    rolled = _roll_state_back(fc, L, rule, why)
     fc.builder.delete(ck.offsets.files[L], f"{why}: Spark plans batch {L} again from offsets/{L - 1}", rule)
     effects = [f"Spark plans batch {L} again from offsets/{L - 1}, up to what the sources hold now"]
     if rolled is not None:
@@ -365,9 +379,11 @@ def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
                 f"offsets/{L} and commits/{L - 1} record 0, so commits/{L} says nextBatchWatermarkMs 0)"
             ]
         fc.builder.delete(ck.commits.files[K], f"{why}: batch {L} re-runs with its recorded offsets", rule)
+        rolled = _roll_state_back(fc, L, rule, why)
         return [
             f"Spark re-runs batch {L} with its recorded offsets (offsets/{L - 1} -> offsets/{L}), as after a crash "
-            "before the commit; a file sink skips it (it holds the batch already); " + _again(fc, L - 1, L, L)
+            "before the commit; a file sink skips it (it holds the batch already); " + _again(fc, L - 1, L, L),
+            *([rolled] if rolled is not None else []),
         ]
     if K == L - 1:
         off = _readable_offset(fc, L)
@@ -636,14 +652,17 @@ def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
         paths.discard(off_L)
         if K == L:
             paths.discard(com_K)
-    if com_K in paths and K == L:
+    if com_K in paths and K == L and L is not None:
         fc.builder.delete(com_K, f"commits/{K} was edited after Spark wrote it: batch {L} re-runs", rule)
+        rolled = _roll_state_back(fc, L, rule, f"commits/{K} was edited after Spark wrote it")
         effects.append(
             f"Spark re-runs batch {L} with its recorded offsets, as after a crash before the commit; a file sink "
             "skips it; " + _again(fc, L - 1, L, L)
             if L
             else f"Spark re-runs batch {L}"
         )
+        if rolled is not None:
+            effects.append(rolled)
         paths.discard(com_K)
     if paths:
         rest = ", ".join(sorted(paths))

@@ -91,6 +91,72 @@ def test_latest_offset_deleted_drops_its_commit_and_names_the_replayed_file(tmp_
     one_effect(plan, "resumes at batch 6", "1 input file(s) of sources/0 (entries 6..6)")
 
 
+MATRIX = Path(__file__).resolve().parents[1] / "fixtures" / "matrix"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def _state_versions(ckpt: Path) -> set[int]:
+    """Every state version a file under state/ is written for, read off the names by hand (``N.delta``,
+    ``N.snapshot``, ``N.zip``, ``N.changelog``, and ``N_<uuid>.*`` of checkpoint format v2)."""
+    out = set()
+    for f in (ckpt / "state").rglob("*"):
+        head = f.name.split(".")[0].split("_")[0]
+        if f.is_file() and not f.name.startswith(".") and f.parent.name != "SSTs" and head.isdigit():
+            out.add(int(head))
+    return out
+
+
+def _apply(ckpt: Path, plan: Plan) -> None:
+    engine.apply(plan, Location(str(ckpt)), Location(str(ckpt.parent / "backup")), force=True)  # copied just now
+
+
+def test_commit_ahead_of_a_lost_offset_rolls_back_the_state_that_batch_wrote(tmp_path: Path) -> None:
+    """Spark 4.3.0 agg_hdfs ran batches 0..2 (state versions 1..3, 3.snapshot too); offsets/2 is lost. Deleting
+    commits/2 makes Spark plan batch 2 anew on new input: it rewrites 3.delta, but a 3.snapshot left from the
+    lost batch 2 would be preferred on the next load (silently wrong state). Version 3 goes with commits/2."""
+    with tarfile.open(MATRIX / "4.3.0" / "agg_hdfs.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    ckpt = tmp_path / "x" / "ckpt"
+    (ckpt / "offsets" / "2").unlink()
+    (ckpt / "offsets" / ".2.crc").unlink()
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    expected = [("delete", "commits/2"), ("delete", "commits/.2.crc")]
+    expected += [
+        ("delete", f"state/0/{n}/{f}")
+        for n in (0, 1)
+        for f in ("3.delta", ".3.delta.crc", "3.snapshot", ".3.snapshot.crc")
+    ]
+    assert sorted(ops(plan)) == sorted(expected)
+    one_effect(plan, "already written state version 3", "loads state version 2")
+    _apply(ckpt, plan)
+    assert _state_versions(ckpt) == {1, 2}
+    after = audit(str(ckpt), "4.3")
+    assert after.verdict.restarts and after.facts["state_version"] == 2
+
+
+def test_commit_ahead_of_a_lost_offset_on_rocksdb_drops_the_newest_zip(tmp_path: Path) -> None:
+    """samples/rocksdb-changelog: commits 0..11, state versions 1..12 (12.zip, 12.changelog). offsets/11 lost:
+    commits/11 goes, and with it version 12 and the SST only 12.zip lists (000012-*: 3/6/9.zip list 8, 9, 10)."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLES / "rocksdb-changelog", ckpt)
+    (ckpt / "offsets" / "11").unlink()
+    (ckpt / "offsets" / ".11.crc").unlink()
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    ssts = {0: "000012-13ff46f1-a2d6-457b-85f4-0b6ba223f1e6.sst", 1: "000012-0296eff8-c883-4de7-84cb-1f0e5bb7f070.sst"}
+    expected = [("delete", "commits/11"), ("delete", "commits/.11.crc")]
+    for n, sst in ssts.items():
+        expected += [
+            ("delete", f"state/0/{n}/{f}")
+            for f in ("12.zip", ".12.zip.crc", "12.changelog", ".12.changelog.crc", f"SSTs/{sst}", f"SSTs/.{sst}.crc")
+        ]
+    assert sorted(ops(plan)) == sorted(expected)
+    _apply(ckpt, plan)
+    assert max(_state_versions(ckpt)) == 11
+    assert audit(str(ckpt), "4.3").facts["state_version"] == 11
+
+
 def test_commit_ahead_refuses_a_state_pointer(tmp_path: Path) -> None:
     ckpt = damaged(tmp_path, "commit_beyond_latest_offset")
     (ckpt / "commits" / "7").write_bytes(b'v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["a"],["b"]]}}')
