@@ -58,10 +58,12 @@ PartitionOption = typer.Option(None, "--partition", help="Only this partition.")
 StoreOption = typer.Option(None, "--store", help="Store name (joins: e.g. left-keyToNumValues).")
 StateVarOption = typer.Option(None, "--state-var", help="transformWithState: the state variable to read.")
 DataFormatOption = typer.Option(
-    DataFormat.jsonl,
+    None,
     "--format",
     "-f",
-    help="Row format: jsonl, csv, parquet, or json (one document: the selection and its rows; errors as JSON).",
+    show_default=False,
+    help="Row format: jsonl, csv, parquet, or json (one document: the selection and its rows; errors as JSON). "
+    "Default: from --out's extension (.parquet, .csv, .jsonl/.ndjson/.json: jsonl), else jsonl.",
 )
 EngineOption = typer.Option(
     "local",
@@ -70,6 +72,32 @@ EngineOption = typer.Option(
     help="local, or spark: one PySpark task per partition (SparkSession from $SPARK_MASTER).",
 )
 OutOption = typer.Option(None, "--out", help="Write rows to this local file (default: stdout; parquet needs it).")
+
+#: the row formats a file name's extension stands for; the first is the one --out implies without --format
+#: (.json: JSON lines, as Spark's own JSON files; the one-document format fits the name too)
+EXTENSIONS = {
+    ".parquet": (DataFormat.parquet,),
+    ".csv": (DataFormat.csv,),
+    ".jsonl": (DataFormat.jsonl,),
+    ".ndjson": (DataFormat.jsonl,),
+    ".json": (DataFormat.jsonl, DataFormat.json),
+}
+
+
+def _row_format(fmt: DataFormat | None, out_path: str | None) -> DataFormat:
+    """--format, else the one --out's extension names, else jsonl. A --format that contradicts a known extension
+    (``-f csv --out s.parquet``) is refused: the file would not hold what its name says."""
+    fits = EXTENSIONS.get(os.path.splitext(out_path)[1].lower(), ()) if out_path else ()
+    if fmt is None:
+        return fits[0] if fits else DataFormat.jsonl
+    if fits and fmt not in fits:
+        _fail_rows(
+            fmt,
+            f"--format {fmt.value}: expected {' or '.join(f.value for f in fits)} for --out {out_path}, "
+            f"found {fmt.value} (change --format or the file name)",
+            "UsageError",
+        )
+    return fmt
 
 
 def _fail_rows(fmt: DataFormat, message: str, kind: str) -> NoReturn:
@@ -297,7 +325,7 @@ def read(
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
     force_schema: bool = ForceSchemaOption,
-    fmt: DataFormat = DataFormatOption,
+    fmt: DataFormat | None = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
     jobs: int | None = JobsOption,
@@ -307,6 +335,7 @@ def read(
 ) -> None:
     """Stream the state rows (key, value, partition_id) of a committed version, decoded as
     Spark's statestore reader shows them. Exit 2: bad input."""
+    fmt = _row_format(fmt, out_path)
     opts = _guard_rows(fmt, lambda: parse_storage_options(storage_option, endpoint_url))
     reads: list[Any] = []
 
@@ -355,7 +384,7 @@ def changes(
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
     force_schema: bool = ForceSchemaOption,
-    fmt: DataFormat = DataFormatOption,
+    fmt: DataFormat | None = DataFormatOption,
     out_path: str | None = OutOption,
     engine: str = EngineOption,
     jobs: int | None = JobsOption,
@@ -365,6 +394,7 @@ def changes(
 ) -> None:
     """The change feed (batch_id, change_type, key, value, partition_id) between two batches,
     as Spark's readChangeFeed. Exit 2: bad input."""
+    fmt = _row_format(fmt, out_path)
     opts = _guard_rows(fmt, lambda: parse_storage_options(storage_option, endpoint_url))
 
     def run() -> tuple[Any, int]:

@@ -51,6 +51,41 @@ def test_read_jsonl_csv_parquet(tmp_path: Path) -> None:
     assert sorted((r["key"]["k"], r["value"]["count"]) for r in table) == [("k1", 2), ("k2", 1), ("k7", 5)]
 
 
+@pytest.mark.parametrize("command", [["read", "--version", "3"], ["changes", "--from", "3", "--to", "3"]])
+def test_out_without_format_takes_the_extensions_format(command: list[str], tmp_path: Path) -> None:
+    import pyarrow.parquet as parquet
+
+    res = run("state", command[0], HDFS, *command[1:], "--out", str(tmp_path / "s.parquet"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "s.parquet").read_bytes()[:4] == b"PAR1"
+    assert parquet.read_table(tmp_path / "s.parquet").num_rows > 0
+    res = run("state", command[0], HDFS, *command[1:], "--out", str(tmp_path / "s.CSV"))
+    assert res.exit_code == 0, res.output
+    assert "key.k," in (tmp_path / "s.CSV").read_text().splitlines()[0]
+    for name in ("s.jsonl", "s.json", "s.txt"):  # JSON lines: named so, Spark's .json, and the default
+        res = run("state", command[0], HDFS, *command[1:], "--out", str(tmp_path / name))
+        assert res.exit_code == 0, res.output
+        lines = (tmp_path / name).read_text().splitlines()
+        assert lines and all(isinstance(json.loads(line), dict) for line in lines)
+
+
+@pytest.mark.parametrize("command", [["read", "--version", "3"], ["changes", "--from", "3", "--to", "3"]])
+def test_a_format_that_contradicts_the_out_extension_is_refused(command: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "s.parquet"
+    res = run("state", command[0], HDFS, *command[1:], "-f", "csv", "--out", str(out))
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        f"ckptfix: error: --format csv: expected parquet for --out {out}, found csv (change --format or the file name)"
+    )
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    res = run("state", command[0], HDFS, *command[1:], "-f", "parquet", "--out", str(tmp_path / "s.json"))
+    assert res.exit_code == 2 and "expected jsonl or json for --out" in res.stderr
+    res = run("state", command[0], HDFS, *command[1:], "-f", "json", "--out", str(tmp_path / "s.csv"))
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"]["kind"] == "UsageError"
+    res = run("state", command[0], HDFS, *command[1:], "-f", "json", "--out", str(tmp_path / "s.json"))
+    assert res.exit_code == 0 and "columns" in json.loads((tmp_path / "s.json").read_text())
+
+
 def test_changes() -> None:
     res = run("state", "changes", HDFS, "--from", "3", "--to", "3")
     assert [json.loads(x)["key"]["k"] for x in res.stdout.splitlines()] == ["k3", "k7"]
@@ -210,7 +245,7 @@ def test_a_bug_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch, caps
 
 def test_out_that_cannot_be_written_is_one_line_naming_out(tmp_path: Path) -> None:
     for out, said in (
-        (tmp_path / "no" / "such" / "x.jsonl", "expected an existing directory to write into"),
+        (tmp_path / "no" / "such" / "x.csv", "expected an existing directory to write into"),
         (tmp_path, "expected a file name, found a directory"),
     ):
         res = run("state", "read", HDFS, "--version", "4", "-f", "csv", "--out", str(out))
