@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
@@ -82,6 +83,31 @@ class LazyGroup(GuardedGroup):
             _register(shell, cmd_name)
             self.add_command(typer.main.get_command(shell).commands[cmd_name], cmd_name)  # type: ignore[attr-defined]
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """typer suggests the nearest command for a typo out of the commands built so far, which here are none:
+        the suggestion comes from every command's name instead (``ckptfix audti`` -> "Did you mean 'audit'?"),
+        as for a subcommand (``ckptfix state reed``)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except _usage_error() as exc:
+            matches = difflib.get_close_matches(args[0], self.list_commands(ctx)) if args else []
+            message = str(getattr(exc, "message", ""))
+            if matches and message and "Did you mean" not in message:
+                exc.message = f"{message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"  # type: ignore[attr-defined]
+            raise
+
+
+def _usage_error() -> type[Exception]:
+    """click's UsageError: typer >= 0.20 vendors click, older typers use click."""
+    try:
+        from typer import _click
+
+        return _click.exceptions.UsageError
+    except ImportError:
+        import click
+
+        return click.exceptions.UsageError
 
 
 app = typer.Typer(

@@ -110,6 +110,21 @@ def test_unknown_target_and_bad_option(damaged: Path) -> None:
     _one_line_error(run("audit", str(damaged), "-o", "novalue"), "key=value")
 
 
+@pytest.mark.parametrize(
+    ("typo", "said"),
+    [
+        (["audti", "x"], "No such command 'audti'. Did you mean 'audit'?"),
+        (["stat", "ls"], "No such command 'stat'. Did you mean 'state'?"),
+        (["state", "reed"], "No such command 'reed'. Did you mean 'read'?"),
+        (["xyzzy"], "No such command 'xyzzy'."),
+    ],
+)
+def test_a_mistyped_command_gets_the_nearest_name(typo: list[str], said: str) -> None:
+    proc = run(*typo)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"ckptfix: error: {said}\n"
+
+
 def test_corrupt_files_are_findings_not_crashes(damaged: Path) -> None:
     latest = max(int(p.name) for p in (damaged / "offsets").iterdir() if p.name.isdigit())
     (damaged / "offsets" / str(latest)).write_bytes(b"\x00\xff garbage \x89PNG")
