@@ -21,6 +21,7 @@ Nothing here prints. Every function takes a checkpoint URL (local path, ``file:`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,41 @@ def _apply(
 
     backup = Location(backup_url or engine.default_backup_url(url), opts)
     return engine.apply(plan, Location(url, opts), backup, force=force, idle_seconds=idle_seconds, progress=progress)
+
+
+#: the session confs ckptfix itself interprets (``--conf`` / ``session_conf``), with the values Spark accepts for
+#: them: (kind, what Spark accepts). Spark parses a number or a boolean after trimming it (``ConfigHelpers``);
+#: a value it refuses would stop the restart, so ckptfix refuses it rather than predict from it.
+CHECKED_CONFS = {
+    "spark.sql.shuffle.partitions": ("int", "a positive integer", 1, None),
+    "spark.sql.streaming.stateStore.checkpointFormatVersion": ("int", "1 or 2", 1, 2),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": ("bool", "true or false", None, None),
+    "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled": ("bool", "true or false", None, None),
+}
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def check_session_conf(conf: Mapping[str, str], label: str = "session_conf") -> dict[str, str]:
+    """``conf`` with the values of :data:`CHECKED_CONFS` as Spark reads them (trimmed; ``" 8"`` is ``"8"``,
+    ``"TRUE"`` is ``"true"``); a value Spark refuses for one of them raises :class:`UsageError` naming ``label``
+    (``--conf`` in the CLI), the key, what Spark accepts and what was found. Other keys pass as they are."""
+    checked = dict(conf)
+    for key, value in conf.items():
+        if key not in CHECKED_CONFS:
+            continue
+        kind, expected, low, high = CHECKED_CONFS[key]
+        raw = str(value).strip()
+        if kind == "bool":
+            ok = raw.lower() in ("true", "false")
+            normal = raw.lower()
+        else:
+            ok = bool(_INT.fullmatch(raw)) and -(2**31) <= int(raw) < 2**31
+            ok = ok and (low is None or int(raw) >= low) and (high is None or int(raw) <= high)
+            normal = str(int(raw)) if ok else raw
+        if not ok:
+            raise UsageError(f"{label} {key}: expected {expected} (Spark refuses another value), found {value!r}")
+        checked[key] = normal
+    return checked
 
 
 def open_checkpoint(url: str, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
@@ -90,7 +126,7 @@ def audit(
         sink_path=sink_path,
         stateful=stateful,
         checkpoint=ckpt,
-        session_conf=session_conf,
+        session_conf=check_session_conf(session_conf or {}),
         progress=progress,
     )
 

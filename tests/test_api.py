@@ -209,3 +209,44 @@ def test_a_query_id_that_is_no_uuid_is_a_usage_error() -> None:
 def test_a_target_that_is_not_a_string_is_a_usage_error(target: object) -> None:
     with pytest.raises(UsageError, match="target_spark: expected a version string such as"):
         ckptfix.audit(str(ROOT / "samples" / "rocksdb-changelog"), target_spark=target)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("spark.sql.shuffle.partitions", "abc", "a positive integer"),
+        ("spark.sql.shuffle.partitions", "0", "a positive integer"),
+        ("spark.sql.shuffle.partitions", "2.5", "a positive integer"),
+        ("spark.sql.shuffle.partitions", "99999999999", "a positive integer"),
+        ("spark.sql.streaming.stateStore.checkpointFormatVersion", "3", "1 or 2"),
+        ("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "yes", "true or false"),
+        ("spark.sql.streaming.stateStore.autoSnapshotRepair.enabled", "1", "true or false"),
+    ],
+)
+def test_a_conf_value_spark_refuses_is_a_usage_error(key: str, value: str, expected: str) -> None:
+    """Only for the confs ckptfix interprets; the CLI's --conf and the API's session_conf say the same."""
+    rocks = str(ROOT / "samples" / "rocksdb-changelog")
+    with pytest.raises(UsageError) as refused:
+        ckptfix.audit(rocks, session_conf={key: value})
+    assert str(refused.value) == (
+        f"session_conf {key}: expected {expected} (Spark refuses another value), found {value!r}"
+    )
+    cli = CliRunner().invoke(app, ["audit", rocks, "--conf", f"{key}={value}", "-q"])
+    assert cli.exit_code == 2 and cli.stdout == ""
+    assert (
+        cli.stderr
+        == f"ckptfix: error: --conf {key}: expected {expected} (Spark refuses another value), found {value!r}\n"
+    )
+
+
+def test_a_conf_value_is_read_as_spark_reads_it() -> None:
+    """Trimmed, booleans in any case (Spark's ConfigHelpers); keys ckptfix does not interpret pass untouched."""
+    rocks = str(ROOT / "samples" / "rocksdb-changelog")
+    told = {
+        "spark.sql.shuffle.partitions": " 2 ",
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "TRUE",
+        "spark.some.other.key": "whatever",
+    }
+    assert ckptfix.audit(rocks, session_conf=told).verdict.restarts is True
+    cli = CliRunner().invoke(app, ["audit", rocks, *(f"--conf={k}={v}" for k, v in told.items()), "-q"])
+    assert cli.exit_code == 0, cli.output

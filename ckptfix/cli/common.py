@@ -118,7 +118,9 @@ ForceSchemaOption = typer.Option(
 
 
 def conf_pairs(pairs: list[str]) -> dict[str, str]:
-    """``--conf KEY=VALUE`` (repeated) as a dict; a malformed pair is a usage error."""
+    """``--conf KEY=VALUE`` (repeated) as a dict; a malformed pair, or a value Spark refuses for a conf ckptfix
+    interprets (``spark.sql.shuffle.partitions=abc``), is a usage error."""
+    from ckptfix.api import check_session_conf
     from ckptfix.errors import UsageError
 
     confs: dict[str, str] = {}
@@ -127,7 +129,7 @@ def conf_pairs(pairs: list[str]) -> dict[str, str]:
         if not sep or not key.strip():
             raise UsageError(f"--conf {item!r}: expected KEY=VALUE")
         confs[key.strip()] = value
-    return confs
+    return check_session_conf(confs, "--conf")
 
 
 def schema_options(key_ddl: str | None, value_ddl: str | None, force: bool = False) -> dict[str, Any]:
