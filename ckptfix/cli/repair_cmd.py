@@ -114,19 +114,28 @@ def carry_out(
             then(run_id)
         if not do_apply and not plan.empty:
             dry_run_hint(quiet, apply_does)
-    worse = verdict is not None and verdict.restarts is not True
+    worse = verdict is not None and not _clean(verdict)
     if worse and not aims_at_restart:
-        worse = before is not None and before.restarts is True
+        worse = before is not None and _clean(before)
     if worse:
-        # the run is done and journaled, but the checkpoint does not audit as restartable: never exit 0
-        err().print(
-            f"ckptfix: the checkpoint does not audit as restartable after run {run_id}; "
-            f"`ckptfix undo {where} {run_id}` restores every file it changed",
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(1)
+        _not_restartable(where, run_id)
     return run_id
+
+
+def _clean(verdict: Any) -> bool:
+    """A clean restart: Spark restarts, and not silently wrong (no hazard)."""
+    return verdict.restarts is True and not verdict.hazards
+
+
+def _not_restartable(where: str, run_id: str | None) -> None:
+    """The run is done and journaled, but the checkpoint does not audit as a clean restart: never exit 0."""
+    err().print(
+        f"ckptfix: the checkpoint does not audit as restartable after run {run_id}; "
+        f"`ckptfix undo {where} {run_id}` restores every file it changed",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1)
 
 
 def run_sink_plan(
@@ -247,6 +256,8 @@ def apply(
         text.plan(plan, [], console, run_id)
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
+    if verdict is not None and not _clean(verdict):
+        _not_restartable(plan.checkpoint, run_id)
 
 
 def _audit_after(plan: Plan, opts: dict[str, Any]) -> Any:

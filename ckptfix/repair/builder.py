@@ -51,6 +51,13 @@ class PlanBuilder:
         self._add(Action("write", rel, FileState.of(self.current(rel)), content, reason, rule))
         self._sidecars(rel, content, rule)
 
+    def copy(self, rel: str, source: str, reason: str, rule: str | None = None) -> None:
+        """Write ``rel`` as a byte copy of ``source``, whose state now becomes a precondition of the action."""
+        data = self.ckpt.read(source)
+        state = FileState.of(data)
+        self._add(Action("write", rel, FileState.of(self.current(rel)), data, reason, rule, None, source, state))
+        self._sidecars(rel, data, rule)
+
     def delete(self, rel: str, reason: str, rule: str | None = None) -> None:
         before = self.current(rel)
         if before is None:

@@ -211,7 +211,9 @@ class Runs:
 
 # -- checking the checkpoint ---------------------------------------------------------------
 def current_states(ckpt: Location, actions: tuple[Action, ...]) -> dict[str, bytes | None]:
-    return {a.path: ckpt.read_if_exists(a.path) for a in actions}
+    """The bytes now of every path the plan touches, and of every file a write copies."""
+    paths = {a.path for a in actions} | {a.copy_of for a in actions if a.copy_of is not None}
+    return {p: ckpt.read_if_exists(p) for p in sorted(paths)}
 
 
 def check_preconditions(ckpt: Location, plan: Plan, now: dict[str, bytes | None]) -> None:
@@ -222,6 +224,22 @@ def check_preconditions(ckpt: Location, plan: Plan, now: dict[str, bytes | None]
                 f"{ckpt.display(a.path)}: expected {a.before.describe()}, found {found.describe()} "
                 "(the checkpoint changed since the plan was made; plan again)"
             )
+    for a in plan.actions:
+        if a.copy_of is not None:
+            check_source(ckpt, a, now[a.copy_of])
+
+
+def check_source(ckpt: Location, a: Action, data: bytes | None) -> None:
+    """A copy's source must still hold the bytes the plan copied (its sha256 is in the plan)."""
+    if a.copy_of is None or a.copy_of_state is None:
+        return
+    source = FileState.of(data)
+    if source != a.copy_of_state:
+        found = f"sha256 {source.sha256}" if source.exists else "no file"
+        raise PreconditionFailed(
+            f"{ckpt.display(a.copy_of)}: expected sha256 {a.copy_of_state.sha256} (the plan writes {a.path} as a "
+            f"copy of it), found {found} (the checkpoint changed since the plan was made; plan again)"
+        )
 
 
 #: journal events around a driver's Spark run (async-off): what Spark writes between them is ckptfix's doing
@@ -576,6 +594,7 @@ STEP_CHUNK = 64
 def _run_steps(
     runs: Runs, run_id: str, plan: Plan, ckpt: Location, say: Say, before_last: Callable[[], None] | None = None
 ) -> None:
+    touched = {a.path for a in plan.actions}
     for first in range(0, len(plan.actions), STEP_CHUNK):
         if before_last is not None and first + STEP_CHUNK >= len(plan.actions):
             before_last()
@@ -588,6 +607,8 @@ def _run_steps(
             if found != a.before:
                 expected = f"{a.before.describe()} or {a.after.describe()}"
                 raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {found.describe()}")
+            if a.copy_of is not None and a.copy_of not in touched:  # the source, right before its copy is written
+                check_source(ckpt, a, ckpt.read_if_exists(a.copy_of))
             todo.append((i, a))
         if not todo:
             continue

@@ -327,9 +327,9 @@ def _back_to_committed(fc: FixContext, rule: str, why: str) -> list[str] | None:
         if c > P:
             fc.builder.delete(ck.commits.files[c], f"batch {c} comes after batch {P}: planned again", rule)
     if P > 0 and P - 1 not in ck.offsets.files:
-        fc.builder.write(
+        fc.builder.copy(
             ck.offsets.path_of(P - 1),
-            ck.read(ck.offsets.files[P]),
+            ck.offsets.files[P],
             f"copy of offsets/{P}: batch {P} is committed (a restart reads offsets/{P - 1} too)",
             rule,
         )
@@ -446,9 +446,9 @@ def unreadable(fc: FixContext, finding: Finding) -> list[str]:
         return _drop_latest_offset(fc, rule, f"offsets/{b} is damaged")
     # offsets/L-1: only the start of batch L; useless once L is committed
     if ck.commits.latest == L:
-        fc.builder.write(
+        fc.builder.copy(
             ck.offsets.files[b],
-            ck.read(ck.offsets.files[L]),
+            ck.offsets.files[L],
             f"offsets/{b} is damaged; batch {L} is committed, so its predecessor is only read as a start",
             rule,
         )
@@ -759,7 +759,7 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
         ) from None
     target = f"offsets/{L - 1}"
     if K is not None and K >= L:
-        fc.builder.write(target, ck.read(ck.offsets.files[L]), f"copy of offsets/{L}: batch {L} is committed", rule)
+        fc.builder.copy(target, ck.offsets.files[L], f"copy of offsets/{L}: batch {L} is committed", rule)
         return [
             f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch is re-run",
             # batches after L ran in memory before the stop, their offsets never persisted
@@ -781,7 +781,7 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
             f"{_sink_words(fc)} already holds batch {S} >= {L}: re-running batch {L} over a wider range would be "
             "skipped by the sink (data loss); use --strategy truncate only after moving the sink's output"
         )
-    fc.builder.write(target, ck.read(ck.offsets.files[P]), f"copy of offsets/{P}, the newest earlier offset file", rule)
+    fc.builder.copy(target, ck.offsets.files[P], f"copy of offsets/{P}, the newest earlier offset file", rule)
     return [
         f"Spark re-runs batch {L} over the range offsets/{P} -> offsets/{L}: the batches {P + 1}..{L} that "
         "asynchronous progress tracking had not persisted are processed again as one batch "

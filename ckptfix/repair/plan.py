@@ -72,6 +72,11 @@ class Action:
     reason: str = ""
     rule: str | None = None  # the finding this action fixes
     sidecar_of: str | None = None  # set for .crc sidecars kept in step with a main file
+    #: a write whose content is a copy of another checkpoint file: that file's path and state when planned. A
+    #: precondition like ``before``: apply refuses when the source no longer holds these bytes (the copy would
+    #: carry bytes the source no longer has, and the source's change is a finding of its own)
+    copy_of: str | None = None
+    copy_of_state: FileState | None = None
 
     @property
     def after(self) -> FileState:
@@ -131,6 +136,11 @@ class Plan:
                     "reason": a.reason,
                     "rule": a.rule,
                     "sidecar_of": a.sidecar_of,
+                    **(
+                        {"copy_of": {"path": a.copy_of, **a.copy_of_state.to_json()}}
+                        if a.copy_of is not None and a.copy_of_state is not None
+                        else {}
+                    ),
                 }
                 for a in self.actions
             ],
@@ -186,6 +196,7 @@ def loads(text: str, source: str = "<plan>") -> Plan:
                 content = base64.b64decode(_need(raw, "content_base64", str, where), validate=True)
             except ValueError:
                 raise PlanError(f"{where}: expected base64 content, found invalid base64") from None
+        copy_of, copy_state = _copy_of(raw.get("copy_of"), op, content, where)
         action = Action(
             op,
             path,
@@ -194,6 +205,8 @@ def loads(text: str, source: str = "<plan>") -> Plan:
             str(raw.get("reason", "")),
             raw.get("rule"),
             raw.get("sidecar_of"),
+            copy_of,
+            copy_state,
         )
         declared = _state(raw.get("after"), f"{where} after")
         if declared != action.after:
@@ -215,6 +228,22 @@ def loads(text: str, source: str = "<plan>") -> Plan:
         notes=tuple(obj.get("notes", [])),
         driver=_driver(obj.get("driver"), source),
     )
+
+
+def _copy_of(obj: Any, op: str, content: bytes | None, where: str) -> tuple[str | None, FileState | None]:
+    """An action's ``copy_of`` (a write that copies another file): its path and the state it must still be in."""
+    if obj is None:
+        return None, None
+    where = f"{where} copy_of"
+    if op != "write" or not isinstance(obj, dict):
+        raise PlanError(f"{where}: expected the source of a write, found {obj!r:.40}")
+    path = _need(obj, "path", str, where)
+    if not path or path.startswith("/") or ".." in path.split("/"):
+        raise PlanError(f"{where}: expected a path inside the checkpoint, found {path!r}")
+    state = _state(obj, where)
+    if not state.exists or state != FileState.of(content):
+        raise PlanError(f"{where}: expected the content to be a copy of {path} ({state.describe()}), found otherwise")
+    return path, state
 
 
 def _driver(value: Any, source: str) -> str | None:

@@ -203,3 +203,61 @@ def test_apply_that_leaves_a_failing_checkpoint_exits_non_zero(tmp_path: Path) -
     result = CliRunner().invoke(app, ["repair", str(ckpt), "--apply", "--force", "--stateful"])
     assert result.exit_code == 1, result.output
     assert "does not audit as restartable" in result.stderr and "ckptfix undo" in result.stderr
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_apply_plan_refuses_a_copy_whose_source_changed(tmp_path: Path) -> None:
+    """The sample's plan writes offsets/30 as a copy of offsets/31 (batch 31 committed). offsets/31 changes after the
+    plan was saved: `apply plan.json` refuses (exit 2, one line naming the file and both sha256) and writes nothing,
+    instead of writing the copy and leaving an edited offsets/31 behind."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    plan_file = tmp_path / "plan.json"
+    assert _cli("repair", str(ckpt), "--plan-out", str(plan_file), "-q").returncode == 0
+    (action,) = json.loads(plan_file.read_text())["actions"]
+    assert action["path"] == "offsets/30" and action["copy_of"]["path"] == "offsets/31"
+    source = ckpt / "offsets" / "31"
+    expected = hashlib.sha256(source.read_bytes()).hexdigest()
+    with source.open("ab") as fh:
+        fh.write(b"x\n")
+    found = hashlib.sha256(source.read_bytes()).hexdigest()
+    before = tree(ckpt)
+    done = _cli("apply", str(plan_file), "--idle-seconds", "0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "offsets/31" in line and f"expected sha256 {expected}" in line and f"found sha256 {found}" in line, line
+    assert tree(ckpt) == before
+    assert not (ckpt / "offsets" / "30").exists()
+
+
+def test_a_plan_whose_copy_does_not_match_its_source_is_refused(tmp_path: Path) -> None:
+    """A hand-edited plan.json: the copy's content is no longer the source's bytes."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    plan_file = tmp_path / "plan.json"
+    assert _cli("repair", str(ckpt), "--plan-out", str(plan_file), "-q").returncode == 0
+    doc = json.loads(plan_file.read_text())
+    doc["actions"][0]["copy_of"]["sha256"] = "0" * 64
+    plan_file.write_text(json.dumps(doc))
+    done = _cli("apply", str(plan_file), "--idle-seconds", "0")
+    assert done.returncode == 2 and "copy_of: expected the content to be a copy of offsets/31" in done.stderr
+
+
+def test_apply_plan_whose_result_restarts_silently_wrong_exits_1(tmp_path: Path) -> None:
+    """docs/output.md: a run whose result does not audit as a clean restart exits 1. The plan (for Spark 3.5) is
+    applied after metadata was lost: Spark 3.5 restarts, but silently under a new query id (a hazard)."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    plan_file = tmp_path / "plan.json"
+    assert _cli("repair", str(ckpt), "--target-spark", "3.5", "--plan-out", str(plan_file), "-q").returncode == 0
+    (ckpt / "metadata").unlink()
+    done = _cli("apply", str(plan_file), "--idle-seconds", "0")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "restart this checkpoint, but silently" in done.stdout
+    assert "does not audit as restartable" in done.stderr and "ckptfix undo" in done.stderr
+    assert (ckpt / "offsets" / "30").exists()  # the run itself was done
