@@ -11,10 +11,15 @@ class CkptfixError(Exception):
     """Base class: an error ckptfix can explain in one line."""
 
 
+#: FormatError kinds about a file that is not there: no byte of it to point at, so the message names no offset
+NO_BYTES = frozenset({"missing-file", "missing-schema", "sst-missing"})
+
+
 class FormatError(CkptfixError):
     """A file's bytes are not what the format requires.
 
-    ``offset`` is the byte offset in the file where the problem applies.
+    ``offset`` is the byte offset in the file where the problem applies (the message leaves it out for a file
+    that is not there: kinds :data:`NO_BYTES`).
     """
 
     def __init__(self, path: str, offset: int, expected: str, found: str, kind: str = "format") -> None:
@@ -25,7 +30,8 @@ class FormatError(CkptfixError):
         #: a stable machine-readable tag ("empty", "truncated-json", ...) the audit maps
         #: to the error Spark raises for the same bytes
         self.kind = kind
-        super().__init__(f"{path}: at byte {offset}: expected {expected}, found {found}")
+        at = "" if kind in NO_BYTES else f" at byte {offset}:"
+        super().__init__(f"{path}:{at} expected {expected}, found {found}")
 
 
 class UnsupportedVersion(FormatError):

@@ -178,8 +178,8 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
             continue
         try:
             store_chain(sel, store, first)
-        except FormatError as exc:
-            status.unloadable[span] = exc.path
+        except FormatError as exc:  # the listing names files relative to the checkpoint it lists
+            status.unloadable[span] = exc.path.removeprefix(sel.ckpt.display("").rstrip("/") + "/")
     try:
         chain = store_chain(sel, store)
         status.chain = chain.describe()

@@ -274,15 +274,33 @@ def store_chain(
     index = sel.info.stores.index(store.store) if store.store in sel.info.stores else 0
     uid = _unique_id(sel, index, store.partition, version) if sel.provider == "rocksdb" else None
     base = None if sel.from_snapshot is None else sel.from_snapshot + 1
-    return chains.resolve(
-        store,
-        version,
-        sel.provider,
-        unique_id=uid,
-        from_snapshot=base,
-        exclude=exclude,
-        read_lineage=lambda rel: records.changelog_header(sel.ckpt, rel, sel.codec),
-    )
+    try:
+        return chains.resolve(
+            store,
+            version,
+            sel.provider,
+            unique_id=uid,
+            from_snapshot=base,
+            exclude=exclude,
+            read_lineage=lambda rel: records.changelog_header(sel.ckpt, rel, sel.codec),
+        )
+    except FormatError as exc:
+        if exc.kind != "missing-file":
+            raise
+        raise _missing(sel, store, version, exc) from None
+
+
+def _missing(sel: Selection, store: StoreDir, version: int, exc: FormatError) -> FormatError:
+    """The file a load needs that is not there, named by its path in the checkpoint as every error names a file.
+    A RocksDB store without changelog checkpointing (no ``N.changelog`` at all) holds each version as its own
+    ``N.zip`` alone: the file version N needs is that zip, not a changelog the store never had."""
+    rel, expected = exc.path, exc.expected
+    if sel.provider == "rocksdb" and rel.endswith(".changelog") and not store.versions("changelog"):
+        zips = sorted(v for v, entries in store.versions("zip").items() if entries and v < version)
+        newest = f"; the newest zip before it is {zips[-1]}.zip" if zips else ""
+        rel = f"{store.rel}/{chains.layout.state_file_name(version, 'zip', None)}"
+        expected = f"a file (version {version}: without changelog checkpointing only {version}.zip holds it{newest})"
+    return FormatError(sel.ckpt.display(rel), exc.offset, expected, exc.found, kind=exc.kind)
 
 
 def _store(sel: Selection, partition: int, name: str) -> StoreDir:
@@ -755,7 +773,7 @@ def _feed_step(sel: Selection, store: StoreDir, part: int, version: int) -> chai
         uid = uids[0]
     if uid not in uids:
         rel = f"{store.rel}/{version}{'_' + uid if uid else ''}.{step_kind}"
-        raise chains.missing(store, rel, f"the change feed of batch {version - 1}")
+        raise chains.missing(store, sel.ckpt.display(rel), f"the change feed of batch {version - 1}")
     return chains.Step(f"{store.rel}/{chains.layout.state_file_name(version, step_kind, uid)}", step_kind, version, uid)
 
 

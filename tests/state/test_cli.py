@@ -219,6 +219,44 @@ def test_ls_names_the_missing_file_of_each_unloadable_range(tmp_path: Path) -> N
     assert (part["unloadable"], part["older"]) == ({"3": "state/0/0/3.delta"}, "1")
 
 
+def test_a_missing_file_is_named_by_its_path_without_a_byte_offset(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    shutil.copytree(FIXTURES / "hdfs", ckpt)
+    (ckpt / "state/0/0/3.delta").unlink()
+    res = run("state", "read", str(ckpt), "--version", "3")
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"ckptfix: error: {ckpt}/state/0/0/3.delta: expected a file (version 3 = 2.snapshot + deltas 3..3), "
+        "found none\n"
+    )
+    res = run("state", "changes", str(ckpt), "--from", "2", "--to", "2")
+    assert res.exit_code == 2
+    assert (
+        res.stderr
+        == f"ckptfix: error: {ckpt}/state/0/0/3.delta: expected a file (the change feed of batch 2), found none\n"
+    )
+
+
+def test_a_missing_zip_of_a_store_without_changelogs_is_the_zip(tmp_path: Path) -> None:
+    """RocksDB without changelog checkpointing: version 3 existed only as 3.zip, never as 3.changelog."""
+    import tarfile
+
+    with tarfile.open(FIXTURES.parents[0] / "matrix" / "4.3.0" / "agg_rocksdb.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    assert not list((ckpt / "state").rglob("*.changelog"))
+    (ckpt / "state/0/1/3.zip").unlink()
+    res = run("state", "read", str(ckpt))
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"ckptfix: error: {ckpt}/state/0/1/3.zip: expected a file (version 3: without changelog checkpointing only "
+        "3.zip holds it; the newest zip before it is 2.zip), found none\n"
+    )
+    doc = json.loads(run("state", "ls", str(ckpt), "-f", "json").stdout)
+    part = doc["operators"][0]["partitions"][1]
+    assert part["ok"] is False and part["problem"].startswith(f"{ckpt}/state/0/1/3.zip: expected a file")
+
+
 def test_a_bug_is_one_line_not_a_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The crash handler of the entry point: a stand-in bug (the only patched function in this
     suite; it tests what main() does with an exception nobody expected)."""
