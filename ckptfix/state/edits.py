@@ -326,8 +326,10 @@ def read_rows(path: str, key: StructType, value: StructType) -> list[InputRow]:
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|(?P<quoted>`(?:[^`]|``)+`)"
-    r"|(?P<op>!=|<>|=|\(|\)|,|\.)|(?P<word>[A-Za-z_][A-Za-z0-9_#$]*))"
+    r"|(?P<op>!=|<>|<=|>=|==|=|<|>|\(|\)|,|\.)|(?P<word>[A-Za-z_][A-Za-z0-9_#$]*))"
 )
+#: the comparisons --where supports, as its errors list them (ranges are not among them: keys are matched exactly)
+OPERATORS = "=, !=, <>, IN (...), IS NULL, IS NOT NULL"
 
 
 def _tokens(text: str) -> list[tuple[str, str, int]]:
@@ -337,8 +339,10 @@ def _tokens(text: str) -> list[tuple[str, str, int]]:
             break
         m = _TOKEN.match(text, pos)
         if m is None or m.end() == pos:
+            pos = len(text) - len(text[pos:].lstrip())
             raise UsageError(
-                f"--where: at character {pos}: expected a column, operator or literal, found {text[pos : pos + 20]!r}"
+                f"--where: at character {pos}: expected a column, an operator ({OPERATORS}, AND) or a literal, "
+                f"found {text[pos : pos + 20]!r}"
             )
         kind = m.lastgroup or ""
         out.append((kind, m.group(kind), m.start(kind)))
@@ -414,7 +418,7 @@ def parse_where(text: str, key: StructType) -> Predicate:
     def condition() -> Predicate:
         path, t, _nullable = column()
         name = ".".join(path)
-        tok = take("=, !=, IN or IS")
+        tok = take(f"one of {OPERATORS}")
 
         def get(k: dict[str, Any]) -> Any:
             v: Any = k
@@ -422,9 +426,9 @@ def parse_where(text: str, key: StructType) -> Predicate:
                 v = v[p] if isinstance(v, dict) else None
             return v
 
-        if tok[0] == "op" and tok[1] in ("=", "!=", "<>"):
+        if tok[0] == "op" and tok[1] in ("=", "==", "!=", "<>"):
             lit = literal(t, name)
-            if tok[1] == "=":
+            if tok[1] in ("=", "=="):  # == as in Spark SQL
                 return lambda k: _same(get(k), lit)
             return lambda k: get(k) is not None and not _same(get(k), lit)
         if word(tok, "IN"):
@@ -446,7 +450,10 @@ def parse_where(text: str, key: StructType) -> Predicate:
             if not word(take("NULL"), "NULL"):
                 raise UsageError(f"--where: {name} IS: expected NULL or NOT NULL")
             return (lambda k: get(k) is not None) if negate else (lambda k: get(k) is None)
-        raise UsageError(f"--where: at character {tok[2]}: expected =, !=, IN or IS after {name}, found {tok[1]!r}")
+        raise UsageError(
+            f"--where: at character {tok[2]}: expected one of {OPERATORS} after {name}, found {tok[1]!r}"
+            + (" (no ranges: list the keys with IN)" if tok[1] in ("<", ">", "<=", ">=") else "")
+        )
 
     preds = [condition()]
     while peek() is not None:

@@ -121,6 +121,22 @@ def test_bad_rows_are_refused_before_anything_is_written(hdfs_ckpt: Path, tmp_pa
         ("key IN ('k1'", "--where: expected ',' or ')', found the end of the expression"),
         ("__import__('os')", "--where: __import__: expected a column of the key (key), found an unknown column"),
         ("key = 'zz'", "no key matches --where key = 'zz' is in the state of operator 0 at version 8"),
+        (
+            "key > 'k2'",
+            "--where: at character 4: expected one of =, !=, <>, IN (...), IS NULL, IS NOT NULL after key, "
+            "found '>' (no ranges: list the keys with IN)",
+        ),
+        (
+            "key LIKE 'k%'",
+            "--where: at character 4: expected one of =, !=, <>, IN (...), IS NULL, IS NOT NULL after key, "
+            "found 'LIKE'",
+        ),
+        (
+            "key ~ 'k'",
+            "--where: at character 4: expected a column, an operator (=, !=, <>, IN (...), IS NULL, IS NOT NULL, "
+            "AND) or a literal, found \"~ 'k'\"",
+        ),
+        ("key", "--where: expected one of =, !=, <>, IN (...), IS NULL, IS NOT NULL, found the end of the expression"),
     ],
 )
 def test_bad_where_is_refused(hdfs_ckpt: Path, where: str, message: str) -> None:
@@ -130,6 +146,14 @@ def test_bad_where_is_refused(hdfs_ckpt: Path, where: str, message: str) -> None
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in json.loads(proc.stdout)["error"]["message"]
     assert tree(ckpt) == before
+
+
+def test_where_takes_double_equals_as_spark_sql_does() -> None:
+    from ckptfix.formats.ddl import parse_ddl
+    from ckptfix.state.edits import parse_where
+
+    match = parse_where("key == 'k1'", parse_ddl("key STRING", "--key-schema"))
+    assert match({"key": "k1"}) and not match({"key": "k2"})
 
 
 def test_no_stored_schema_needs_the_schemas(tmp_path: Path) -> None:
