@@ -342,6 +342,17 @@ class Checkpoint:
         holes = (max(O) - min(O) + 1) - len(O)
         return holes > 0 and len(O ^ C) <= 2 and not self.state.operators
 
+    def state_format_v2(self) -> bool:
+        """State checkpoint format v2 (``checkpointFormatVersion`` 2): its state file names carry unique ids
+        (``N_<uuid>.zip``), from the listing alone."""
+        return any(
+            uid
+            for op in self.state.operators.values()
+            for stores in op.partitions.values()
+            for store in stores.values()
+            for (_, _, uid) in store.files
+        )
+
     def try_offset(self, batch_id: int) -> offsetlog.OffsetFile | None:
         try:
             return self.offset(batch_id)

@@ -90,6 +90,11 @@ class MissingExtra(CkptfixError):
         self.extra = extra
         super().__init__(f"this needs the '{module}' package: {install_command(extra)}")
 
+    @property
+    def missing(self) -> str:
+        """What was found instead of the package, for an "expected ..., found ..." line."""
+        return f"no '{self.module}' package ({install_command(self.extra)})"
+
 
 # -- repairs: plans, runs and their refusals
 

@@ -159,7 +159,7 @@ def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
         except FormatError as exc:
             problems.append(str(exc))
     stores = [s for op in ckpt.state.operators.values() for st in op.partitions.values() for s in st.values()]
-    if any(uid for s in stores for (_, _, uid) in s.files):
+    if ckpt.state_format_v2():
         ckpt_format = 2
     settings["commit_log_version"] = commit_version
     settings["state_checkpoint_format"] = ckpt_format if stores else None

@@ -25,7 +25,8 @@ class SparkError:
     def headline(self) -> str:
         name = (self.exception or "").rsplit(".", 1)[-1]
         cls = f"[{self.error_class}] " if self.error_class else ""
-        return f"{name + ': ' if name else ''}{cls}{self.message}"
+        sep = ": " if name and (cls or self.message) else ""
+        return f"{name}{sep}{cls}{self.message}"
 
 
 @dataclass(frozen=True)

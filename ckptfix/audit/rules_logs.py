@@ -18,6 +18,7 @@ from ckptfix.audit.model import Evidence, Finding
 from ckptfix.audit.registry import check, define
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats import hadoopcrc
+from ckptfix.stores.chain import FORMAT_VERSION_CONF
 
 META_MISSING = define(
     "META-MISSING",
@@ -337,15 +338,19 @@ def latest_commit(ctx: AuditContext) -> Iterator[Finding]:
         return
     assert entry is not None
     ev = [Evidence(ck.display(f"commits/{K}"), 0, None, f"v{entry.version}")]
-    if t.commit_version_exact and entry.version != 1:
+    # the session's checkpointFormatVersion (not recorded): told, else the one the state files show was in use
+    told = ctx.session_conf.get(FORMAT_VERSION_CONF, "").strip()
+    expected = int(told) if told.isdigit() else 2 if ck.state_format_v2() else 1
+    if t.commit_version_exact and entry.version != expected:
+        how = "set with --conf" if told.isdigit() else "as the state files show" if expected == 2 else "1 unless set"
         yield LOG_VERSION.finding(
             f"commits/{K} is v{entry.version}; Spark {t.label} reads only the version of "
-            "spark.sql.streaming.stateStore.checkpointFormatVersion (1 unless you set it)",
+            f"{FORMAT_VERSION_CONF} ({expected}: {how})",
             ev,
-            spark_error=E.exact_version(entry.version, 1),
+            spark_error=E.exact_version(entry.version, expected),
             stage=stage,
         )
-    elif entry.version > t.max_commit_version:
+    elif not t.commit_version_exact and entry.version > t.max_commit_version:
         yield LOG_VERSION.finding(
             f"commits/{K} is v{entry.version}; Spark {t.label} reads commit logs up to v{t.max_commit_version}",
             ev,

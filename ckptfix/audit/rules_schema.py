@@ -18,6 +18,7 @@ from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.errors import CkptfixError, FormatError
 from ckptfix.formats import opmeta
+from ckptfix.formats import schema as schema_format
 from ckptfix.storage import Location, split_url, uri_forms
 
 SCHEMA_PATH = define(
@@ -29,6 +30,26 @@ SCHEMA_PATH = define(
     "FileNotFoundException when the old copy is gone, and reads the old copy's files while it exists.",
     "Copy the checkpoint with `ckptfix migrate relocate CKPT NEWDIR --apply`, which rewrites the paths into the "
     "copy (it also repairs a checkpoint that was already moved by a plain copy); restart from NEWDIR.",
+)
+
+
+TWS_METADATA_MISSING = define(
+    "STATE-TWS-METADATA-MISSING",
+    "error",
+    "A transformWithState operator has no operator metadata",
+    "transformWithState reads its operator metadata (v2, state/<op>/_metadata/v2/<batch>) at the first batch to "
+    "find its state schema files; without it Spark 4.3 fails: STDS_FAILED_TO_READ_OPERATOR_METADATA (damage hunt of "
+    "2026-11-27). Other operators rewrite a missing operator metadata file and go on.",
+    "Restore state/<op>/_metadata from a backup.",
+)
+SCHEMA_FILE_BAD = define(
+    "STATE-SCHEMA-FILE-UNREADABLE",
+    "error",
+    "A state schema file the operator metadata names is missing or unreadable",
+    "transformWithState reads the schema files (v3, state/<op>/_stateSchema/...) its operator metadata names at the "
+    "first batch: a missing one fails with FileNotFoundException, a damaged one with EOFException or a JSON error "
+    "(seen on 4.3).",
+    "Restore the schema file from a backup.",
 )
 
 
@@ -69,6 +90,19 @@ def schema_files(ctx: AuditContext) -> Iterator[Finding]:
     roots = uri_forms(ck.location.url)
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
         if not op.metadata_v2:
+            if op.state_schema and ctx.target.at_least(4, 0):  # schema v3 files: transformWithState's
+                where = f"state/{op.operator}/_metadata"
+                yield TWS_METADATA_MISSING.finding(
+                    f"operator {op.operator} has state schema files ({op.state_schema[0]}) but no operator metadata: "
+                    "transformWithState cannot find its schemas",
+                    [Evidence(ck.display(where + "/v2"), expected="operator metadata v2", found="none")],
+                    spark_error=SparkError(
+                        "org.apache.spark.sql.execution.datasources.v2.state.StateDataSourceReadOperatorMetadataFailure",
+                        "STDS_FAILED_TO_READ_OPERATOR_METADATA",
+                        "Failed to read the operator metadata",
+                    ),
+                    stage=63,
+                )
             continue
         rel = op.metadata_v2[max(op.metadata_v2)]  # the newest: what the restart plans with
         try:
@@ -78,6 +112,7 @@ def schema_files(ctx: AuditContext) -> Iterator[Finding]:
         for value in schema_paths(meta):
             inner = _inside(value, roots)
             if inner is not None:
+                yield from _inner_schema(ctx, op.operator, rel, inner)
                 continue
             exists = _exists_elsewhere(ctx, value)
             bare = value.split(":", 1)[1] if value.startswith("file:") else value
@@ -99,3 +134,29 @@ def schema_files(ctx: AuditContext) -> Iterator[Finding]:
                     evidence,
                     severity="warning",
                 )
+
+
+def _inner_schema(ctx: AuditContext, op: int, meta_rel: str, inner: str) -> Iterator[Finding]:
+    """A schema file the operator metadata names inside this checkpoint: there, and readable."""
+    ck = ctx.ckpt
+    try:
+        data = ck.read(inner)
+    except FileNotFoundError:
+        yield SCHEMA_FILE_BAD.finding(
+            f"{inner} is missing; operator {op}'s metadata ({meta_rel}) names it",
+            [Evidence(ck.display(inner), expected="a file", found="none")],
+            spark_error=SparkError("java.io.FileNotFoundException", None, f"{inner} does not exist"),
+            stage=63,
+        )
+        return
+    try:
+        schema_format.parse(data, ck.display(inner))
+    except FormatError as exc:
+        yield SCHEMA_FILE_BAD.finding(
+            f"{inner} cannot be read: expected {exc.expected}, found {exc.found}",
+            [Evidence(ck.display(inner), exc.offset, exc.expected, exc.found)],
+            spark_error=SparkError("java.io.EOFException", None, "")  # Spark's has no message
+            if exc.kind in ("truncated", "empty")
+            else SparkError(None, None, inner.rsplit("/", 1)[-1]),
+            stage=63,
+        )

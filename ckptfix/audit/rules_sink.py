@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ckptfix.audit.context import AuditContext
-from ckptfix.audit.model import Evidence, Finding
+from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.errors import CkptfixError
 
@@ -38,6 +38,17 @@ SINK_BEHIND = define(
     "Check whether the sink log was damaged or restored (Delta RESTORE) or the sink path changed. After an "
     "interrupted `ckptfix rollback --with-sink` (the sink rolled back, the checkpoint not yet), run the same "
     "command again, or undo the sink's run (`ckptfix undo OUT RUN`).",
+)
+SINK_SKIP_V2 = define(
+    "SINK-SKIP-STATE-V2",
+    "error",
+    "Spark cannot run again a batch the sink skips, with state checkpoint format v2",
+    "A sink that already holds the batch the restart runs first skips it without executing the query "
+    "(FileStreamSink, DeltaSink), so the stateful operators report no state checkpoint info; with state checkpoint "
+    "format v2 Spark 4.1+ then fails: `assertion failed: CheckpointInfo length: 0, numPartitions: N` "
+    "(MicroBatchExecution; recorded on 4.0.5 to 4.2.1 and seen on 4.3 after a crash between the sink's commit and "
+    "the commit log's).",
+    "Take the batch out of the sink so that Spark writes it again, or restart into a new sink.",
 )
 SINK_NO_LOG = define(
     "SINK-NO-LOG",
@@ -76,6 +87,22 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding]:
         return
     L, K = ctx.latest_offset, ctx.latest_commit
     who = sink.describe(qid)
+    first = ctx.next_batch
+    if first is not None and first <= S and ctx.ckpt.state_format_v2() and ctx.target.at_least(4, 0):
+        # 4.0's message spells it "ChekpointInfo" (recorded with 4.0.5)
+        spelled = "CheckpointInfo" if ctx.target.at_least(4, 1) else "ChekpointInfo"
+        yield SINK_SKIP_V2.finding(
+            f"{who} already holds batch {first}, the first batch the restart runs: the sink skips it, its stateful "
+            f"operators report no state checkpoint info, and with state checkpoint format v2 Spark "
+            f"{ctx.target.label} fails",
+            [
+                Evidence(sink.evidence(qid), note="newest batch the sink holds"),
+                Evidence(ctx.ckpt.display("commits"), note=f"latest commit {K}"),
+            ],
+            spark_error=SparkError("java.lang.AssertionError", None, f"{spelled} length: 0"),
+            stage=78,
+            fix=sink.replan_advice(first - 1, S, ctx.ckpt.location.url),
+        )
     if L is None or S > L:
         first = 0 if L is None else L + 1
         yield SINK_AHEAD.finding(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ckptfix import layout
 from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, SparkError
@@ -53,7 +54,10 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
     for src in cur.offsets:
         log = ck.sources.get(src.source_id)
         end = file_source_log_offset(src.json)
-        if log is None or end is None:
+        if end is None:
+            continue
+        if log is None:
+            yield _whole_log_missing(ctx, src.source_id, end)
             continue
         interval = derive_compact_interval(sorted(log.compact))
         latest = log.latest
@@ -101,3 +105,31 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                     or SparkError(None, None, log.path_of(b)),
                     stage=60,
                 )
+
+
+def _whole_log_missing(ctx: AuditContext, source_id: str, end: int) -> Finding:
+    """``sources/<k>/`` gone while the offset log says the file source read entries 0..end. At the restart Spark
+    calls ``getBatch`` for batch L (committed or not), which reads L's entries: ``batch x doesn't exist``
+    (recorded on 3.5.9-4.2.1). When L read no entry (a no-data batch) the source starts from an empty log, numbers
+    the next new file 0, below the recorded offset, and ``getBatch``'s ``assert(startOffset <= endOffset)`` fails
+    (seen on 4.3, damage hunt of 2026-11-27)."""
+    rel = f"{layout.SOURCES}/{source_id}"
+    L = ctx.latest_offset
+    prev = ctx.offset_or_error(L - 1)[0] if L is not None and L > 0 and (L - 1) in ctx.ckpt.offsets.files else None
+    p = next((o for o in prev.offsets if o.source_id == source_id), None) if prev else None
+    found = file_source_log_offset(p.json if p else None)
+    start = found if found is not None else -1
+    if end > start:
+        err = E.batch_missing(start + 1)
+        when = f"the restart reads batch {L}'s entries {start + 1}..{end} again"
+    else:
+        err = SparkError("java.lang.AssertionError", None, "assertion failed")
+        when = f"the next batch plans new files from log entry 0, below the recorded {end}"
+    return SRC_MISSING.finding(
+        f"{rel}/ is missing, but offsets/{L} records that source {source_id} read its log up to entry {end}: {when}",
+        [Evidence(ctx.ckpt.display(rel), expected=f"log entries 0..{end}", found="no directory")],
+        spark_error=err,
+        stage=60,
+        fix=f"Restore {rel}/ from a backup: the list of files the source has read is in no other file. A new "
+        "checkpoint would read every input file again (the sink gets old rows a second time).",
+    )

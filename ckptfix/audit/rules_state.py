@@ -116,6 +116,17 @@ OPMETA_UNREADABLE = define(
     "state/<op>/_metadata/metadata (4.x) describes the operator's stores and partitions.",
     "Move it out of the checkpoint (keep it as a backup) so Spark 4.x rewrites it on the next batch.",
 )
+V2_IDS_MISSING = define(
+    "STATE-V2-IDS-MISSING",
+    "error",
+    "The commit log names no state unique ids for state files of checkpoint format v2",
+    "With state checkpoint format v2 the state files carry unique ids (`N_<uuid>.zip`, `.changelog`) and "
+    "commits/(N-1) names the ones version N is made of (`stateUniqueIds`). Without them Spark loads the store the "
+    "v1 way and fails: it takes snapshot versions from zip names (`N_<uuid>.zip`: CANNOT_LOAD_STATE_STORE, "
+    '`NumberFormatException: For input string: "N_<uuid>"`, seen on 4.3) or, with no zip yet, replays changelogs '
+    "from version 1 (`1.changelog does not exist`, recorded on 4.0.5-4.3).",
+    "Restore the commit from a backup: its ids name which attempt's files the batch committed.",
+)
 STATE_TRAILING = define(
     "STATE-FILE-TRAILING-BYTES",
     "warning",
@@ -201,7 +212,7 @@ class StoreCheck:
         )
         for fp in facts:
             if fp.kind == "unverifiable":
-                self.skipped.append(f"{fp.rel}: {fp.expected}, found {fp.found}")
+                self.skipped.append(f"{fp.rel}: expected {fp.expected}, found {fp.found}")
             elif fp.kind == "trailing":
                 self.notes.append(
                     Problem(
@@ -261,7 +272,7 @@ class StoreCheck:
                 SST_MISSING.id,
                 f"{fp.rel} has {fp.found}; {fp.zip} lists {fp.expected}",
                 ev,
-                E.unexpected_file_size(fp.expected.split()[0], fp.found.split()[0]),
+                E.unexpected_file_size(self.ctx.target, fp.expected.split()[0], fp.found.split()[0]),
             )
         message = f"{fp.rel} is unreadable ({fp.expected}, found {fp.found})"
         if kind == "snapshot":
@@ -372,11 +383,11 @@ class StoreCheck:
         try:
             chain = chains.plan(self.store, N, "rocksdb", unique_id=uid, read_lineage=self.lineage)
         except MissingExtra as exc:
-            self.skipped.append(f"{top}: the {self.codec} decoder, found {exc}")
+            self.skipped.append(f"{top}: expected the {self.codec} decoder, found {exc.missing}")
             return None
         except FormatError as exc:
             if exc.kind in verify.UNVERIFIABLE:
-                self.skipped.append(f"{top}: {exc.expected}, found {exc.found}")
+                self.skipped.append(f"{top}: expected {exc.expected}, found {exc.found}")
                 return None
             if exc.kind != "missing-file":
                 return Problem(
@@ -434,6 +445,42 @@ def _unique_ids(ctx: AuditContext, version: int) -> dict[str, list[list[str]]] |
     return entry.state_unique_ids if entry else None
 
 
+def _all_state_files(ctx: AuditContext) -> dict[tuple[str, int, str | None], str]:
+    return {
+        key: rel
+        for op in ctx.ckpt.state.operators.values()
+        for stores in op.partitions.values()
+        for store in stores.values()
+        for key, rel in store.files.items()
+    }
+
+
+@check
+def state_v2_ids(ctx: AuditContext) -> Iterator[Finding]:
+    """A format-v2 checkpoint whose commit for the restart's state version names no unique ids (V06 of the damage
+    hunt of 2026-11-27)."""
+    N = ctx.state_version
+    b = N - 1
+    if b < 0 or b not in ctx.ckpt.commits.files or not ctx.target.at_least(4, 0) or not ctx.ckpt.state_format_v2():
+        return
+    entry, _ = ctx.commit_or_error(b)
+    if entry is None or entry.state_unique_ids:
+        return  # unreadable: the log rules report it
+    rel = ctx.ckpt.commits.path_of(b)
+    example = next(name.rsplit("/", 1)[-1].split(".")[0] for (_, _, uid), name in _all_state_files(ctx).items() if uid)
+    yield V2_IDS_MISSING.finding(
+        f"{rel} names no stateUniqueIds, but the state files carry unique ids (e.g. {example}): Spark loads "
+        f"version {N} the v1 way, and no file has a v1 name",
+        [Evidence(ctx.ckpt.display(rel), expected="stateUniqueIds", found="none")],
+        # snapshot versions come from zip names: an N_<uuid>.zip is no number (seen on 4.3: NumberFormatException);
+        # without zips, no v1 snapshot: changelogs from version 1 (recorded 4.0.5-4.2.1, seen on 4.3)
+        spark_error=SparkError("java.lang.NumberFormatException", None, "For input string")
+        if any(kind == "zip" and uid for kind, _, uid in _all_state_files(ctx))
+        else E.file_not_found("1.changelog"),
+        stage=65,
+    )
+
+
 #: the state schema of StreamingGlobalLimitExec (key: one NullType field, value: the count so far)
 GLOBAL_LIMIT_SCHEMA = ({"key": "void"}, {"value": "long"})
 
@@ -482,6 +529,17 @@ def _expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None
     return n, stores or op.store_names or ["default"]
 
 
+def _watermark(ctx: AuditContext) -> int:
+    """The newest event-time watermark the logs record (0: none)."""
+    K = ctx.latest_commit
+    commit = ctx.commit_or_error(K)[0] if K is not None else None
+    offset = ctx.latest_offset_file
+    return max(
+        commit.next_batch_watermark_ms if commit else 0,
+        offset.metadata.batch_watermark_ms if offset and offset.metadata else 0,
+    )
+
+
 @check
 def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ck, N = ctx.ckpt, ctx.state_version
@@ -491,6 +549,18 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     if not inv.operators:
         # async progress tracking refuses stateful queries: sparse async logs mean a stateless one
         if ctx.stateful is None and not stateful and N > 0 and not ck.looks_async():
+            watermark = _watermark(ctx)
+            if watermark:
+                # a watermark that moves is (almost always) there for a stateful operator: B09 of the damage hunt
+                # of 2026-11-27 (state/ deleted under an update-mode aggregation) failed on 4.3
+                yield DIR_MISSING.finding(
+                    f"state/ is empty or absent, but the event-time watermark has advanced ({watermark} ms): a "
+                    "stateful query whose state is gone fails at the restart, a stateless one with a watermark "
+                    "restarts; audit with --stateful or --stateless to decide",
+                    [Evidence(ck.display("state"), expected="state/<operator>/<partition>/...", found="nothing")],
+                    undecided=True,
+                )
+                return
             yield Skipped(
                 DIR_MISSING.id,
                 "state/ is empty or absent: fine for a stateless query; if the query has stateful operators, "

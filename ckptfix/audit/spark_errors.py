@@ -197,10 +197,14 @@ def state_dir_missing() -> SparkError:
     )
 
 
-def unexpected_file_size(expected: str, found: str) -> SparkError:
-    """RocksDBFileManager copies an SST and compares its size with the zip's (seen on 4.3:
-    ``CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE ... expected 1316 bytes, found 1416 bytes``)."""
-    return SparkError(None, None, f"expected {expected} bytes, found {found} bytes")
+def unexpected_file_size(target: SparkTarget, expected: str, found: str) -> SparkError:
+    """RocksDBFileManager copies an SST and compares its size with the zip's (recorded on 3.5.9 to 4.3:
+    ``Copied <sst> to <local>, expected 1316 bytes, found 1416 bytes``; 4.x as
+    ``CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE``)."""
+    message = f"expected {expected} bytes, found {found} bytes"
+    if target.error_classes:
+        return SparkError("org.apache.spark.SparkException", "CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE", message)
+    return SparkError(ISE, None, message)
 
 
 def zip_truncated() -> SparkError:

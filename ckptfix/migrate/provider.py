@@ -58,11 +58,10 @@ from ckptfix.state.read import ENCODING, ROW_CHECKSUM, Selection, select, store_
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
 from ckptfix.stores import provider as providers
 from ckptfix.stores import records
-from ckptfix.stores.chain import CHANGELOG_CONF
+from ckptfix.stores.chain import CHANGELOG_CONF, FORMAT_VERSION_CONF
 from ckptfix.stores.provider import CLASSES, PROVIDER_CONF
 
 RULE = "MIGRATE-PROVIDER"
-FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROCKS_COMPRESSION_CONF = "spark.sql.streaming.stateStore.rocksdb.compression"
 #: the provider Spark uses when the offset log records none (SQLConf default)
 DEFAULT_PROVIDER = providers.DEFAULT
@@ -180,7 +179,9 @@ def plan_provider(
         f"set {k}={v} in the session that restarts the query (Spark does not record it)" for k, v in session.items()
     ]
     notes = [f"{s.store}: {s.keys} keys from {s.chain}" for s in stores]
-    return ProviderMigration(builder.build(fix, [RULE], effects, notes), source, target, version, stores, session)
+    return ProviderMigration(
+        builder.build(fix, [RULE], effects, notes, aims_at_restart=False), source, target, version, stores, session
+    )
 
 
 def _spark4(conf: Mapping[str, str]) -> bool:

@@ -239,7 +239,7 @@ def _result(loaded: _Loaded, builder: PlanBuilder, rule: str, fix: str, edits_: 
         + f" (from {e.chain})"
         for e in edits_
     ]
-    return builder.build(fix, [rule], effects, notes)
+    return builder.build(fix, [rule], effects, notes, aims_at_restart=False)
 
 
 def plan_state_delete(
@@ -283,8 +283,13 @@ def plan_state_delete(
         stores.append(edit)
     n = loaded.sel.version
     if not stores:
-        what = f"none of the {len(wanted)} key(s) of {keys_file}" if keys_file else f"no key matches --where {where}"
-        raise SurgeryRefused(f"{what} is in the state of operator {operator} at version {n}: nothing to delete")
+        if keys_file:
+            what = (
+                f"none of the {len(wanted)} key(s) of {keys_file} is in the state of operator {operator} at version {n}"
+            )
+        else:
+            what = f"no key in the state of operator {operator} at version {n} matches --where {where!r}"
+        raise SurgeryRefused(f"{what}: nothing to delete")
     total = sum(e.deleted for e in stores)
     fix = f"{RULE_DELETE}: delete {total} key(s) of operator {operator} from state version {n} (after batch {n - 1})"
     missing = [w for key, w in wanted.items() if key not in found]

@@ -28,6 +28,7 @@ STEP_KIND = {"hdfs": "delta", "rocksdb": "changelog"}
 #: session confs, not recorded in the offset log: the restarting session decides them
 CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 AUTO_REPAIR_CONF = "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"
+FORMAT_VERSION_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
 def changelog_checkpointing(store: StoreDir, session_conf: Mapping[str, str]) -> bool:

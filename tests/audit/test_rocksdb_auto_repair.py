@@ -101,6 +101,7 @@ def test_an_sst_of_the_wrong_size_predicts_sparks_size_error(tmp_path: Path) -> 
     report = audit(str(ckpt), "4.3")
     assert report.verdict.restarts is False
     assert report.verdict.message == f"expected {size} bytes, found {size + 100} bytes"
+    assert report.verdict.error_class == "CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE"
 
 
 def test_a_deleted_newest_zip_without_changelogs_names_the_zip_to_restore(tmp_path: Path) -> None:

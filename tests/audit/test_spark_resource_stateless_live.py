@@ -10,7 +10,8 @@ suites restart them, and audited by ckptfix:
 - ``checkpoint-version-2.3.1-for-multi-watermark-policy`` (EventTimeWatermarkSuite): its offset log records no
   ``spark.sql.streaming.multipleWatermarkPolicy``, so Spark applies ``min`` whatever the session says (``max``
   here): after (120, 130) the watermark is min(120 - 10, 130 - 15) = 110, not 115. ``inspect`` names min as the
-  value Spark will use; the audit says it restarts.
+  value Spark will use; the audit cannot tell a stateless query with a watermark from a stateful one whose state/
+  is gone, and says it restarts once told ``--stateless``.
 """
 
 from __future__ import annotations
@@ -87,7 +88,12 @@ def test_pre_2_4_checkpoint_keeps_the_min_watermark_policy(spark: Any, tmp_path:
     assert res.exit_code == 0, res.output
     settings = json.loads(res.stdout)["settings"]
     assert settings["watermark_policy"] == "min (not recorded: Spark's default for old offset logs)", settings
+    # no state/, but a watermark that advanced: the files cannot tell a stateless query with a watermark (this
+    # one) from a stateful one whose state/ is gone (which fails); told, the audit says it restarts
     doc = _audit(ckpt)
+    assert doc["verdict"]["restarts"] is None, doc["verdict"]
+    assert [f["rule_id"] for f in doc["findings"] if f["undecided"]] == ["STATE-DIR-MISSING"], doc["findings"]
+    doc = _audit(ckpt, "--stateless")
     assert doc["verdict"]["restarts"] is True, doc["verdict"]
 
     from pyspark.sql import functions as F

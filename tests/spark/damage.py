@@ -25,6 +25,9 @@ from typing import Any
 # Spark labels (major.minor) the catalogue runs on: 3.5, 4.0, 4.1 and 4.2 recorded once with real PySpark
 # (tests/fixtures/spark-<version>/), 4.3 live.
 ALL_VERSIONS = frozenset({"3.5", "4.0", "4.1", "4.2", "4.3"})
+#: the query is stateless, as its user would tell the audit: a watermark damaged to a value other than 0 in a
+#: checkpoint without state/ is otherwise read as a stateful query whose state is gone (verdict unknown)
+STATELESS: dict[str, Any] = {"stateful": False}
 
 
 class SkipCase(Exception):
@@ -416,6 +419,23 @@ def _state_dir_missing(ckpt: Path) -> None:
     shutil.rmtree(ckpt / "state")
 
 
+def _v2_commit_ids_dropped(ckpt: Path) -> None:
+    """The latest commit rewritten without its stateUniqueIds (its .crc dropped)."""
+    path = latest_file(ckpt, "commits")
+    header, body = path.read_text().split("\n", 1)
+    entry = json.loads(body.splitlines()[0])
+    if "stateUniqueIds" not in entry:
+        raise SkipCase("the latest commit names no stateUniqueIds (not checkpoint format v2)")
+    del entry["stateUniqueIds"]
+    rewrite(path, header + "\n" + json.dumps(entry, separators=(",", ":")), drop_crc=True)
+
+
+def _sources_dir_missing(ckpt: Path) -> None:
+    if not (ckpt / "sources").is_dir():
+        raise SkipCase("no sources/ directory")
+    shutil.rmtree(ckpt / "sources")
+
+
 LZ4_BLOCK_HEADER = 21  # "LZ4Block" + token + compressedLen + rawLen + checksum
 
 
@@ -492,6 +512,39 @@ def _rocksdb_zip_flipped(ckpt: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     rewrite(path, bytes(data))
+
+
+def _rocksdb_zip_truncated(ckpt: Path) -> None:
+    """Partition 0's newest zip cut to half (a partial upload), its Hadoop .crc dropped."""
+    part = state_partitions(ckpt)[0]
+    zips = versions_with(part, "zip")
+    if not zips:
+        raise SkipCase("no RocksDB zip")
+    path = part / f"{zips[-1]}.zip"
+    rewrite(path, path.read_bytes()[: path.stat().st_size // 2], drop_crc=True)
+
+
+def _rocksdb_zip_missing(ckpt: Path) -> None:
+    """Partition 0's newest zip deleted (with its .crc)."""
+    part = state_partitions(ckpt)[0]
+    zips = versions_with(part, "zip")
+    if not zips:
+        raise SkipCase("no RocksDB zip")
+    remove(part / f"{zips[-1]}.zip")
+
+
+def _rocksdb_sst_grown(ckpt: Path) -> None:
+    """100 bytes appended to an SST that partition 0's newest zip lists (its .crc dropped): the size no longer
+    matches the zip's metadata."""
+    part = state_partitions(ckpt)[0]
+    zips = versions_with(part, "zip")
+    if not zips:
+        raise SkipCase("no RocksDB zip")
+    ssts = _zip_ssts(part / f"{zips[-1]}.zip")
+    if not ssts:
+        raise SkipCase("the newest zip lists no SST")
+    path = part / "SSTs" / ssts[0]
+    rewrite(path, path.read_bytes() + b"\0" * 100, drop_crc=True)
 
 
 def _rocksdb_sst_missing(ckpt: Path) -> None:
@@ -604,6 +657,9 @@ _CASES = [
         _commit_latest_garbage_appended,
         "bytes appended after the latest commit's JSON, on the same line (its .crc dropped)",
     ),
+    # the file source's whole log gone (damage hunt of 2026-11-27, B10): it numbers new files from 0 again, below the
+    # recorded offset
+    DamageCase("sources_dir_missing", "stateless", _sources_dir_missing, "whole sources/ deleted"),
     DamageCase(
         "offsets_all_deleted",
         "stateless",
@@ -631,36 +687,42 @@ _CASES = [
         "stateless",
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":1e999'),
         "commits/L watermark 1e999 (overflows a double)",
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "commit_latest_watermark_string",
         "stateless",
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":"123"'),
         "commits/L watermark as a JSON string",
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "commit_latest_watermark_fraction",
         "stateless",
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":1.5'),
         "commits/L watermark 1.5",
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "commit_latest_watermark_bool",
         "stateless",
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":true'),
         "commits/L watermark true",
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "commit_latest_watermark_nan",
         "stateless",
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":NaN'),
         "commits/L watermark NaN literal",
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "offset_latest_watermark_long_overflow",
         "stateless",
         _replace_latest("offsets", '"batchWatermarkMs":0', '"batchWatermarkMs":' + "9" * 30),
         "offsets/L watermark of 30 digits (beyond a Java long)",
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "commit_latest_watermark_huge_int",
@@ -668,6 +730,7 @@ _CASES = [
         _replace_latest("commits", '"nextBatchWatermarkMs":0', '"nextBatchWatermarkMs":' + "9" * 5000),
         "commits/L watermark of 5000 digits",
         # 3.5.9's Jackson words it "Number length (5000) exceeds the maximum length (1000)"
+        audit_kwargs=STATELESS,
     ),
     DamageCase(
         "offset_latest_version_huge",
@@ -760,6 +823,40 @@ _CASES = [
         "one byte flipped in an SST of the newest zip, changelog checkpointing off (Hadoop .crc kept)",
         unknown="STATE-SST-CORRUPT",
     ),
+    # RocksDB without changelog checkpointing: Spark's auto snapshot repair (4.2+) needs changelogs
+    # (RocksDB.allowAutoSnapshotRepair), so the newest zip's own error stops the load on every version (damage hunt
+    # of 2026-11-26, R03/R04/R05/R11)
+    DamageCase(
+        "rocksdb_zip_truncated_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_zip_truncated,
+        "partition 0's newest zip cut to half, changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_zip_missing_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_zip_missing,
+        "partition 0's newest zip deleted, changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_sst_missing_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_missing,
+        "SST files listed by a partition's newest zip deleted, changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_sst_grown_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_grown,
+        "100 bytes appended to an SST of partition 0's newest zip, changelog checkpointing off",
+    ),
+    # with changelog checkpointing on, 4.2+ skip the damaged zip for an older one plus changelogs
+    DamageCase(
+        "rocksdb_zip_truncated",
+        "agg_rocksdb_cl",
+        _rocksdb_zip_truncated,
+        "partition 0's newest zip cut to half (changelogs kept)",
+    ),
     DamageCase(
         "state_schema_missing",
         "agg_hdfs",
@@ -803,6 +900,22 @@ _CASES = [
         "agg_rocksdb_cl",
         _rocksdb_sst_missing,
         "SST files listed by a partition's newest zip deleted",
+    ),
+    # state checkpoint format v2: a crash between the file sink's commit of batch L and commits/L (damage hunt of
+    # 2026-11-27, V07): the sink skips batch L, the stateful operator reports no checkpoint info
+    DamageCase(
+        "v2_commit_latest_deleted_sink_holds",
+        "dedup_v2_filesink",
+        _commit_latest_missing,
+        "commits/L (and its .crc) deleted while the file sink holds batch L, state checkpoint format v2",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_commit_latest_ids_dropped",
+        "dedup_v2_filesink",
+        _v2_commit_ids_dropped,
+        "the latest commit without its stateUniqueIds, state checkpoint format v2 (damage hunt of 2026-11-27, V06)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     # file sink
     DamageCase(

@@ -36,6 +36,7 @@ SCENARIO_CONF_KEYS = (
     "spark.sql.streaming.stateStore.providerClass",
     "spark.sql.streaming.stateStore.minDeltasForSnapshot",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+    "spark.sql.streaming.stateStore.checkpointFormatVersion",
 )
 
 # Session-wide confs (set at session creation; the maintenance interval is read when the maintenance
@@ -125,6 +126,12 @@ def _build_filesink(spark: Any, input_dir: Path, output_dir: Path) -> Any:
     return _source(spark, input_dir).writeStream.format("parquet").option("path", str(output_dir))
 
 
+def _build_dedup_filesink(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    """Stateful (dropDuplicates on the globally unique id) into the file sink: the sink holds the input rows."""
+    deduped = _source(spark, input_dir).dropDuplicates(["id"])
+    return deduped.writeStream.format("parquet").option("path", str(output_dir))
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -181,6 +188,18 @@ SCENARIOS: dict[str, Scenario] = {
             base_files=8,
         ),
         Scenario("filesink", _build_filesink, sink="file"),
+        # state checkpoint format v2 (4.x only: RocksDB with changelog checkpointing)
+        Scenario(
+            "dedup_v2_filesink",
+            _build_dedup_filesink,
+            confs={
+                "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+                "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+            },
+            stateful=True,
+            sink="file",
+        ),
         Scenario(
             "async",
             _build_stateless,

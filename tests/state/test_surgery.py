@@ -120,7 +120,7 @@ def test_bad_rows_are_refused_before_anything_is_written(hdfs_ckpt: Path, tmp_pa
         ("key = 'k1' OR key = 'k2'", "expected AND (conditions are joined with AND; use IN for alternatives)"),
         ("key IN ('k1'", "--where: expected ',' or ')', found the end of the expression"),
         ("__import__('os')", "--where: __import__: expected a column of the key (key), found an unknown column"),
-        ("key = 'zz'", "no key matches --where key = 'zz' is in the state of operator 0 at version 8"),
+        ("key = 'zz'", "no key in the state of operator 0 at version 8 matches --where \"key = 'zz'\""),
         (
             "key > 'k2'",
             "--where: at character 4: expected one of =, !=, <>, IN (...), IS NULL, IS NOT NULL after key, "
