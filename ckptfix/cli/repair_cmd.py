@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ def carry_out(
     ``then(run_id)``: a second step after this plan's run and its display (state repartition --sink's sink run),
     whose fields join the JSON document. A dry run of a plan that changes something ends with the dry-run hint
     (``add --apply to <apply_does>``; none with ``quiet``). Returns the run id (None when nothing was applied)."""
+    plan = dataclasses.replace(plan, aims_at_restart=aims_at_restart)  # `apply PLAN` judges its result the same way
     if plan_out is not None:
         write_out(plan_out, plan.dumps().encode())
     run_id = None
@@ -234,6 +236,7 @@ def apply(
 ) -> None:
     """Apply a saved plan, re-checking every precondition first; or --resume an interrupted run."""
     opts = storage_options(fmt, storage_option, endpoint_url)
+    before = None
     if resume:
         ckpt = Location(target, opts)
         _runs_home(target, _backup(target, backup_dir, opts), opts)
@@ -245,6 +248,7 @@ def apply(
         raw = Path(target).read_text()
         plan = loads(raw, target)
         ckpt = Location(plan.checkpoint, opts)
+        before = None if plan.aims_at_restart else _audit_after(plan, opts)
         run_id = engine.apply(
             plan, ckpt, _backup(plan.checkpoint, backup_dir, opts), force=force, idle_seconds=idle_seconds
         )
@@ -256,7 +260,10 @@ def apply(
         text.plan(plan, [], console, run_id)
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
-    if verdict is not None and not _clean(verdict):
+    worse = verdict is not None and not _clean(verdict)
+    if worse and not plan.aims_at_restart:  # as carry_out: only a clean restart made unclean (unknown on --resume)
+        worse = before is not None and _clean(before)
+    if worse:
         _not_restartable(plan.checkpoint, run_id)
 
 

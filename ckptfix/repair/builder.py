@@ -85,7 +85,15 @@ class PlanBuilder:
                     new = filechecksum.dump(filechecksum.make(content))
                     self._add(Action("write", sidecar, FileState.of(old), new, f"checksum of {rel}", rule, rel))
 
-    def build(self, fix: str, fixes: list[str], effects: list[str], notes: list[str] | None = None) -> Plan:
+    def build(
+        self,
+        fix: str,
+        fixes: list[str],
+        effects: list[str],
+        notes: list[str] | None = None,
+        *,
+        aims_at_restart: bool = True,
+    ) -> Plan:
         qid = None
         try:
             qid = self.ckpt.query_metadata().id if self.ckpt.metadata_rel else None
@@ -103,4 +111,5 @@ class PlanBuilder:
             latest_commit=self.ckpt.commits.latest,
             created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             notes=tuple(notes or ()),
+            aims_at_restart=aims_at_restart,
         )

@@ -105,6 +105,9 @@ class Plan:
     #: a run that a driver carried out instead of the engine (``"async-off"``: Spark ran the query). It has no
     #: file actions, so nothing to restore; its steps are in the run's journal.
     driver: str | None = None
+    #: True (repair, rollback): the run must leave a clean restart, else it exits 1. False (state rebuild/edits,
+    #: repartition, provider migration): it must only not turn a clean restart into anything else
+    aims_at_restart: bool = True
 
     @property
     def empty(self) -> bool:
@@ -126,6 +129,7 @@ class Plan:
             "latest_commit": self.latest_commit,
             "created_at": self.created_at,
             **({"driver": self.driver} if self.driver is not None else {}),
+            "aims_at_restart": self.aims_at_restart,
             "actions": [
                 {
                     "op": a.op,
@@ -227,7 +231,14 @@ def loads(text: str, source: str = "<plan>") -> Plan:
         created_at=str(obj.get("created_at", "")),
         notes=tuple(obj.get("notes", [])),
         driver=_driver(obj.get("driver"), source),
+        aims_at_restart=_flag(obj.get("aims_at_restart", True), "aims_at_restart", source),
     )
+
+
+def _flag(value: Any, key: str, source: str) -> bool:
+    if not isinstance(value, bool):
+        raise PlanError(f"{source}: expected {key!r} to be true or false, found {value!r:.40}")
+    return value
 
 
 def _copy_of(obj: Any, op: str, content: bytes | None, where: str) -> tuple[str | None, FileState | None]:

@@ -179,7 +179,7 @@ def plan_rebuild(
         effects.append("older files Spark's own cleanup would delete are deleted (backed up first)")
     notes = [f"{s.store}: from {s.chain}, {s.keys} keys" for s in stores]
     notes += [f"skipped unreadable {bad}" for s in stores for bad in s.skipped]
-    return RebuildResult(builder.build(fix, [RULE], effects, notes), n, stores)
+    return RebuildResult(builder.build(fix, [RULE], effects, notes, aims_at_restart=False), n, stores)
 
 
 def any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:

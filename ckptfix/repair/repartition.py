@@ -238,7 +238,7 @@ def plan_repartition(
         + ", ".join(f"{p}:{c}" for p, c in sorted(m.placed.items()))
         for m in moves
     ]
-    plan = builder.build(fix, [RULE], effects, notes)
+    plan = builder.build(fix, [RULE], effects, notes, aims_at_restart=False)
     return Repartition(plan, n, n + 1, current, partitions, moves, sink_plan, sink_path)
 
 
