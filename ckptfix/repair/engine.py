@@ -518,6 +518,7 @@ def apply(
     if plan.empty:
         raise PlanError("the plan has no actions: nothing to apply")
     validate(plan, ckpt, backup)
+    check_no_pending_run(ckpt, backup)
     if not force:
         check_idle(ckpt, plan, idle_seconds, own_writes(backup))
     check_preconditions(ckpt, plan, current_states(ckpt, plan.actions))  # refuse before creating anything
@@ -525,7 +526,35 @@ def apply(
         return _apply(plan, ckpt, backup, say)
 
 
+def check_no_pending_run(ckpt: Location, backup: Location) -> None:
+    """Every run starts here (``repair``, ``apply``, ``rollback``, ``state ...``, ``migrate ...`` with --apply):
+    refuse while an earlier run on this checkpoint stopped part way (its files are half the old state, half the
+    new). It is finished or undone first: a second run on top would leave two incomplete runs, neither of which
+    can be resumed or undone cleanly any more."""
+    runs = Runs(backup)
+    for run_id in reversed(runs.run_ids()):
+        info = runs.info(run_id)
+        if info.status not in ("incomplete", "undo-incomplete"):
+            continue
+        at = "" if backup.url == default_backup_url(ckpt.url) else f" --backup-dir {backup.url}"
+        plan = runs.plan_of(run_id)
+        if plan.driver is not None:
+            how = driver_run(runs, run_id, plan, ckpt, "resumed")
+        elif info.status == "undo-incomplete":
+            how = f"its undo stopped part way: `ckptfix undo {ckpt.url} {run_id}{at}` finishes restoring every file"
+        else:
+            how = (
+                f"`ckptfix apply --resume {ckpt.url} --run {run_id}{at}` finishes it, "
+                f"`ckptfix undo {ckpt.url} {run_id}{at}` restores every file it changed"
+            )
+        raise RunInterrupted(
+            f"{ckpt.url}: expected no interrupted ckptfix run, found run {run_id} ({info.fix}) stopped part way: "
+            f"{how}; then run this command again"
+        )
+
+
 def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
+    check_no_pending_run(ckpt, backup)  # again, under the lock: another process may have just been interrupted
     now = current_states(ckpt, plan.actions)  # again, under the lock: another run may have just finished
     check_preconditions(ckpt, plan, now)
     baseline = _watched(ckpt)

@@ -6,6 +6,7 @@ instead of only the storage error; each of them then works. The refusal is made 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -87,3 +88,42 @@ def test_a_run_that_fails_half_way_says_how_to_go_on(frozen_commits: Path, then:
         done = _cli("undo", str(ckpt), found.group(1))
         assert done.returncode == 0, done.stderr
         assert _digest(ckpt) == original
+
+
+def test_no_second_run_starts_on_top_of_an_interrupted_one(frozen_commits: Path) -> None:
+    """After the run above stopped half way, every command that would start a run on the checkpoint refuses (exit 2,
+    one line naming the run and the exact commands that finish or undo it) and writes nothing; `history` still shows
+    one incomplete run. Once it is resumed, the same command runs."""
+    ckpt = frozen_commits
+    plan_file = ckpt.parent / "rollback.json"
+    saved = _cli("rollback", str(ckpt), "--to-batch", "0", "--plan-out", str(plan_file), "-q")
+    assert saved.returncode == 0, saved.stderr
+    proc = _cli("state", "repartition", str(ckpt), "--partitions", "3", "--apply", "--idle-seconds", "0")
+    assert proc.returncode == 2
+    run_id = re.search(r"run (\S+) stopped part way", proc.stderr)
+    assert run_id is not None, proc.stderr
+    run = run_id.group(1)
+    subprocess.run(["chattr", "-i", str(ckpt / "commits")], check=True)
+    half_way = _digest(ckpt)
+    c, r = re.escape(str(ckpt)), re.escape(run)
+    expected = (
+        rf"ckptfix: error: {c}: expected no interrupted ckptfix run, found run {r} \(STATE-REPARTITION: [^\n]*\) "
+        rf"stopped part way: `ckptfix apply --resume {c} --run {r}` finishes it, `ckptfix undo {c} {r}` restores "
+        r"every file it changed; then run this command again"
+    )
+    for command in (
+        ["rollback", str(ckpt), "--to-batch", "1", "--apply", "--idle-seconds", "0"],
+        ["apply", str(plan_file), "--idle-seconds", "0"],
+    ):
+        again = _cli(*command)
+        assert again.returncode == 2, (command, again.stdout, again.stderr)
+        line = again.stderr.strip()
+        assert re.fullmatch(expected, line), (command, line)
+        assert _digest(ckpt) == half_way
+    history = _cli("history", str(ckpt), "--format", "json")
+    statuses = [r["status"] for r in json.loads(history.stdout)["runs"]]
+    assert statuses == ["incomplete"], statuses
+    # the commands it names work, and then the refused command runs
+    assert _cli("apply", "--resume", str(ckpt), "--run", run).returncode == 0
+    done = _cli("rollback", str(ckpt), "--to-batch", "1", "--apply", "--idle-seconds", "0")
+    assert done.returncode == 0, done.stderr
