@@ -761,7 +761,7 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     if K is not None and K >= L:
         fc.builder.copy(target, ck.offsets.files[L], f"copy of offsets/{L}: batch {L} is committed", rule)
         return [
-            f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch is re-run",
+            f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch re-runs",
             # batches after L ran in memory before the stop, their offsets never persisted
             _again(fc, L, None, L + 1, "the asynchronous run"),
         ]

@@ -92,7 +92,8 @@ def plan_repair(
     if unfixed and builder.actions:  # a finding one planner could not fix may be gone after another's actions
         unfixed = _still_failing(unfixed, builder, ckpt, url, target.label, storage_options, sink_path, stateful)
     summary = "; ".join(fixed) if fixed else "nothing to fix automatically"
-    plan = builder.build(summary, fixed, effects, [str(u) for u in unfixed])
+    # two fixes may find the same outcome (LOG-ASYNC-GAP and LOG-COMMIT-AHEAD both lead to one resume): say it once
+    plan = builder.build(summary, fixed, list(dict.fromkeys(effects)), [str(u) for u in unfixed])
     return plan, report, unfixed
 
 

@@ -157,6 +157,21 @@ def test_commit_ahead_of_a_lost_offset_on_rocksdb_drops_the_newest_zip(tmp_path:
     assert audit(str(ckpt), "4.3").facts["state_version"] == 11
 
 
+def test_two_fixes_of_one_resume_say_it_once(tmp_path: Path) -> None:
+    """samples/async-sparse without offsets/31: LOG-ASYNC-GAP (offsets/28 missing) and LOG-COMMIT-AHEAD (commits/31)
+    are fixed in one plan, after which Spark resumes at batch 30 (commits/29 exists). Both planners found that
+    resume; the plan says it once, in one wording."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    (ckpt / "offsets" / "31").unlink()
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert sorted(ops(plan)) == [("delete", "commits/.31.crc"), ("delete", "commits/31"), ("write", "offsets/28")]
+    resumes = [e for e in plan.effects if "resumes at batch" in e]
+    assert resumes == ["Spark resumes at batch 30 from the offsets of batch 29; no recorded batch re-runs"], resumes
+    assert len(plan.effects) == len(set(plan.effects)), plan.effects
+
+
 def test_commit_ahead_refuses_a_state_pointer(tmp_path: Path) -> None:
     ckpt = damaged(tmp_path, "commit_beyond_latest_offset")
     (ckpt / "commits" / "7").write_bytes(b'v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["a"],["b"]]}}')
