@@ -198,6 +198,21 @@ def _zip(
                 )
     if deep and not out:
         out.extend(_blocks(ckpt, store, rel, data, meta.sst_files, merge_delimiter))
+    elif not out:
+        # present and of the listed size, but their bytes unchecked: a flipped byte there stopped Spark (damage
+        # hunts of 2026-11-26/27), so say what was not verified rather than vouch for it
+        bare = [s.dfs_sst_file_name for s in meta.sst_files if s.dfs_sst_file_name not in store.hadoop_crc]
+        if bare:
+            out.append(
+                FileProblem(
+                    rel,
+                    "unverifiable",
+                    display,
+                    None,
+                    "the bytes of each SST it lists checked (a Hadoop .crc sidecar, or RocksDB with audit --deep)",
+                    f"{len(bare)} of {len(meta.sst_files)} SSTs without a sidecar",
+                )
+            )
     return out
 
 

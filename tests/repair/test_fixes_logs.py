@@ -417,7 +417,9 @@ def test_edited_offset_kept_only_with_accept_edits(tmp_path: Path) -> None:
 
 def test_edited_commit_of_an_uncommitted_batch_needs_accept_edits(tmp_path: Path) -> None:
     ckpt = damaged(tmp_path, "commit_latest_missing")  # commits 0..5: batch 6 in flight
-    (ckpt / "commits" / "5").write_bytes(b'v1\n{"nextBatchWatermarkMs":7}')  # stale .5.crc stays
+    # an edit that keeps the watermark at 0 (a moved watermark would make a checkpoint without state/ look like a
+    # stateful query's whose state is gone: STATE-DIR-MISSING, unknown); the stale .5.crc stays
+    (ckpt / "commits" / "5").write_bytes(b'v1\n{"nextBatchWatermarkMs": 0}')
     plan, unfixed = plan_of(ckpt)
     assert plan.empty
     assert unfixed == [

@@ -178,7 +178,7 @@ def test_refuses_a_running_query(tmp_path: Path) -> None:
     assert not plan_rollback(str(ckpt), 3, "3.5", force=True).plan.empty
     # a dry run writes nothing: it shows the plan of a freshly written checkpoint (the apply checks again)
     dry = CliRunner().invoke(app, ["rollback", str(ckpt), "--to-batch", "3", "--target-spark", "3.5"])
-    assert dry.exit_code == 0 and "Nothing was changed (dry run)" in dry.output, dry.output
+    assert dry.exit_code == 0 and "dry run: nothing written" in dry.stderr, dry.output
     assert not plan_rollback(str(ckpt), 3, "3.5", idle_seconds=60).plan.empty
 
 
@@ -208,7 +208,7 @@ def test_into_without_apply_writes_nothing(tmp_path: Path) -> None:
     dry = CliRunner().invoke(app, args)
     assert dry.exit_code == 0, dry.output
     assert not dest.exists() and tree(ckpt) == before
-    assert "nothing was written" in dry.stderr
+    assert "dry run: nothing written" in dry.stderr
     for rel in sorted(ROCKS_TO_2)[:3]:  # the plan shown is the one --apply carries out on the copy
         assert rel in dry.stdout
     applied = CliRunner().invoke(app, [*args, "--apply"])
