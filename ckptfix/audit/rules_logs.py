@@ -401,9 +401,14 @@ def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
         ]
         if K is not None:
             ev.append(Evidence(ck.display(f"commits/{K}"), note=f"latest commit (K={K})"))
-        shape = (
-            "latest offset committed" if K == L else ("latest offset not committed" if K is not None else "no commits")
-        )
+        if K is None:
+            shape = "no commits"
+        elif K == L:
+            shape = "latest offset committed"
+        elif K > L:
+            shape = f"the latest commit, {K}, is beyond it (Spark then runs batch {L} again)"
+        else:
+            shape = "latest offset not committed"
         yield LOG_ASYNC_GAP.finding(
             f"offsets/{prev} is missing; a restart without async progress tracking needs it as the start of "
             f"batch {L}{why}. Newest earlier offset file: "
@@ -489,7 +494,7 @@ def commit_collision(ctx: AuditContext) -> Iterator[Finding]:
         what = f"offsets/{K} is missing while commits/{K} exists"
     elif K > L:
         listed = ", ".join(f"commits/{c}" for c in ahead[:5]) + ("..." if len(ahead) > 5 else "")
-        what = f"{listed} exist beyond the latest offset batch {L}"
+        what = f"{listed} exist, the latest offset being {L}"
     else:
         what = f"commits/{first} exists"
     when = "immediately" if first == start else f"after running batches {start}..{first - 1} (when new input arrives)"
