@@ -61,6 +61,8 @@ def audit(
     if sink is None and sink_path:
         sink = open_sink(sink_path, storage_options)
     session = {**(query.conf if query is not None else {}), **(session_conf or {})}
+    if stateful is None and query is not None:
+        stateful = bool(query.operators)  # the new query says whether it has stateful operators
     ctx = AuditContext(
         ckpt, target, deep=deep, sink=sink, stateful=stateful, progress=obs, query=query, session_conf=session
     )
