@@ -30,6 +30,10 @@ _PLANNER_MODULES = (
 )
 
 
+#: warnings ``repair`` fixes too: harmless to fix, and the query would fail on them later
+FIX_WARNINGS = frozenset({"LOG-CRC-ORPHAN"})
+
+
 def _load_planners() -> None:
     for name in _PLANNER_MODULES:
         importlib.import_module(name)
@@ -69,7 +73,10 @@ def plan_repair(
     unfixed: list[Unfixed] = []
     done: set[str] = set()
     for finding in report.findings:
-        if finding.severity != "error" or finding.rule_id in done:
+        if finding.rule_id in done:
+            continue
+        # errors; and warnings that fail the query later, whose fix is safe (a sidecar Spark's rename would trip on)
+        if finding.severity != "error" and finding.rule_id not in FIX_WARNINGS:
             continue
         path = finding.evidence[0].path if finding.evidence else None
         planner = PLANNERS.get(finding.rule_id)

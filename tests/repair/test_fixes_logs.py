@@ -628,3 +628,16 @@ def test_planning_a_committed_batch_again_says_the_sink_is_unchecked(tmp_path: P
     assert {a.path for a in plan.actions} >= {"offsets/11", "commits/11"}
     (warning,) = [e for e in plan.effects if e.startswith("NOT CHECKED without --sink")]
     assert "batch 11 was committed" in warning and "--sink OUT" in warning
+
+
+def test_an_orphan_sidecar_of_a_later_entry_is_deleted_too(tmp_path: Path) -> None:
+    """offsets/.8.crc without offsets/8 while Spark resumes at batch 7: the restart works, and the query fails when
+    it writes offsets/8 (the rename onto the leftover sidecar, seen on 4.3). A warning, which repair fixes anyway."""
+    ckpt, _ = extract("stateless", tmp_path / "x")  # offsets and commits 0..6 (Spark 3.5.9)
+    shutil.copy(ckpt / "offsets" / ".6.crc", ckpt / "offsets" / ".8.crc")
+    report = audit(str(ckpt))
+    (orphan,) = [f for f in report.findings if f.rule_id == "LOG-CRC-ORPHAN"]
+    assert orphan.severity == "warning" and report.verdict.restarts is True
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("delete", "offsets/.8.crc")]
