@@ -45,9 +45,9 @@ SINK_SKIP_V2 = define(
     "Spark cannot run again a batch the sink skips, with state checkpoint format v2",
     "A sink that already holds the batch the restart runs first skips it without executing the query "
     "(FileStreamSink, DeltaSink), so the stateful operators report no state checkpoint info; with state checkpoint "
-    "format v2 Spark 4.1+ then fails: `assertion failed: CheckpointInfo length: 0, numPartitions: N` "
-    "(MicroBatchExecution; recorded on 4.0.5 to 4.2.1 and seen on 4.3 after a crash between the sink's commit and "
-    "the commit log's).",
+    "format v2 Spark 4.x then fails: `assertion failed: CheckpointInfo length: 0, numPartitions: N` (4.0: "
+    "`ChekpointInfo`; MicroBatchExecution; recorded on 4.0.5 to 4.2.1, seen on 4.3 after a crash between the sink's "
+    "commit and the commit log's).",
     "Take the batch out of the sink so that Spark writes it again, or restart into a new sink.",
 )
 SINK_NO_LOG = define(
