@@ -113,7 +113,8 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding]:
                 Evidence(ctx.ckpt.display("offsets"), note=f"latest offset {L}"),
             ],
             silent=True,
-            fix=sink.replan_advice(K if K is not None else -1, S, ctx.ckpt.location.url),
+            # a rollback keeps a batch both logs hold: commits beyond the offset log (LOG-COMMIT-AHEAD) do not count
+            fix=sink.replan_advice(-1 if K is None or L is None else min(K, L), S, ctx.ckpt.location.url),
         )
     elif K is not None and S < K:
         yield SINK_BEHIND.finding(
