@@ -9,6 +9,9 @@ For every damage case in ``tests/spark/damage.py``:
   with ``target_spark`` = the version's ``major.minor`` label and compare with the outcome that real Spark had
   (``outcomes.json``, written once per version by ``tests/fixtures/generate_spark35.py``).
 
+A case with ``restarts`` > 1 is restarted that many times (one new input file each: a run keeps the state it
+writes in memory, so stale state files show only in the next run) and compared with the last restart.
+
 Each damaged copy is audited twice: on local disk and copied into S3 on moto's HTTP server (through s3fs);
 both verdicts must agree with Spark and with each other. (Spark itself restarts the local copy: the PyPI
 PySpark has no s3a connector, and nothing else can be downloaded here.)
@@ -29,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.spark.damage import CASES, DamageCase, SkipCase
-from tests.spark.harness import copy_base, restart
+from tests.spark.harness import copy_base, restart_times
 from tests.spark.queries import SCENARIOS
 from tests.support.agreement import assert_verdict_agrees, describe
 
@@ -110,7 +113,7 @@ def test_live_restart_matches_audit(
         s3_report = run_audit(ckpt, spark_version, output_dir, case, s3=s3_bucket)
     except Exception as exc:
         audit_error = exc
-    outcome = restart(spark, case.scenario, ckpt, input_dir, output_dir)
+    outcome = restart_times(spark, case.scenario, ckpt, input_dir, output_dir, case.restarts)
     if audit_error is not None:
         raise AssertionError(
             f"audit raised {type(audit_error).__name__}: {audit_error}\n"

@@ -26,6 +26,7 @@ _PLANNER_MODULES = (
     "ckptfix.repair.fixes",
     "ckptfix.repair.fixes_logs",
     "ckptfix.repair.fixes_state",
+    "ckptfix.repair.fixes_state_ahead",
     "ckptfix.repair.fixes_upgrade",
 )
 

@@ -56,6 +56,10 @@ class DamageCase:
     # The rule whose finding makes the audit answer "unknown" (its reason) whatever Spark does here: the outcome
     # depends on what the files do not say (seen both ways on real Spark); "" when the verdict must be Spark's.
     unknown: str = ""
+    # How many times the harness restarts the damaged copy (one new input file each, tests/spark/harness.py
+    # ``restart_times``); the outcome is the last restart's. 2 for damage that only shows on the restart after the
+    # first: a run keeps the state versions it writes in memory, and reads the files again only in the next run.
+    restarts: int = 1
 
     def expects_rule(self, version: str) -> str | None:
         if self.expect_rule is None:
@@ -562,6 +566,57 @@ def _rocksdb_sst_missing(ckpt: Path) -> None:
     raise SkipCase("no RocksDB zip lists an SST file that exists")
 
 
+# ------------------------------------------------------------------ state ahead of the logs (hand rollback)
+
+
+def _hand_rollback(ckpt: Path, first: int) -> None:
+    """``rm offsets/<b> commits/<b>`` for every batch b >= ``first`` (their .crc sidecars too), leaving state/ as it
+    is: batch ``first`` is planned again with new offsets and the state versions > ``first`` stay behind."""
+    if first < 1:
+        raise SkipCase(f"a rollback to before batch {first} leaves no committed batch")
+    for log in ("offsets", "commits"):
+        for b in log_ids(ckpt, log):
+            if b >= first:
+                remove(ckpt / log / str(b))
+
+
+def _state_ahead_base(kind: str) -> Callable[[Path], None]:
+    """Roll back by hand to before the batch that wrote partition 0's newest ``kind`` (snapshot / zip) S: batches
+    S-1.. go from offsets/ and commits/, S.<kind> and every later version stay."""
+
+    def apply(ckpt: Path) -> None:
+        part = state_partitions(ckpt)[0]
+        bases = versions_with(part, kind)
+        if not bases:
+            raise SkipCase(f"partition 0 has no {kind}")
+        _hand_rollback(ckpt, bases[-1] - 1)
+
+    return apply
+
+
+def _state_ahead_latest(kind: str) -> Callable[[Path], None]:
+    """Roll back the latest batch L by hand when no partition has a ``kind`` (snapshot / zip) of version L+1: only
+    the delta / changelog of L+1 stays behind."""
+
+    def apply(ckpt: Path) -> None:
+        last = latest(ckpt, "offsets")
+        for part in state_partitions(ckpt):
+            if last + 1 in versions_with(part, kind):
+                raise SkipCase(f"{part.name} has a {kind} of version {last + 1}")
+        _hand_rollback(ckpt, last)
+
+    return apply
+
+
+def _state_ahead_batches(n: int) -> Callable[[Path], None]:
+    """Roll back the latest ``n`` batches by hand."""
+
+    def apply(ckpt: Path) -> None:
+        _hand_rollback(ckpt, latest(ckpt, "offsets") - n + 1)
+
+    return apply
+
+
 # -------------------------------------------------------------------------------------- file sink
 
 
@@ -916,6 +971,50 @@ _CASES = [
         _v2_commit_ids_dropped,
         "the latest commit without its stateUniqueIds, state checkpoint format v2 (damage hunt of 2026-11-27, V06)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    # hand rollback (`rm offsets/<b> commits/<b>`) that leaves state/ as it is: the batches planned again write their
+    # state versions anew, but an HDFS snapshot of a version > the rollback point stays and the next run that loads
+    # it reads it instead (silently wrong, from the second restart on); so does a RocksDB zip with changelog
+    # checkpointing until maintenance uploads the new snapshot (here, with a 200 ms maintenance interval, it always
+    # did; with 60 s the second restart was wrong on 4.3.0 and 3.5.9); deltas, changelogs, and zips without
+    # changelog checkpointing are written again (state ahead hunt of 2026-11-27)
+    DamageCase(
+        "state_ahead_snapshot_hand_rollback",
+        "agg_hdfs",
+        _state_ahead_base("snapshot"),
+        "offsets/ and commits/ rolled back by hand to before the newest snapshot's batch, state/ left (two restarts)",
+        expect_rule="STATE-AHEAD",
+        restarts=2,
+    ),
+    DamageCase(
+        "state_ahead_delta_hand_rollback",
+        "agg_hdfs",
+        _state_ahead_latest("snapshot"),
+        "offsets/L and commits/L deleted by hand, the delta of version L+1 left (two restarts)",
+        restarts=2,
+    ),
+    DamageCase(
+        "state_ahead_zip_hand_rollback",
+        "agg_rocksdb_cl",
+        _state_ahead_base("zip"),
+        "offsets/ and commits/ rolled back by hand to before the newest zip's batch, state/ left (two restarts)",
+        expect_rule="STATE-AHEAD",
+        restarts=2,
+    ),
+    DamageCase(
+        "state_ahead_changelog_hand_rollback",
+        "agg_rocksdb_cl",
+        _state_ahead_latest("zip"),
+        "offsets/L and commits/L deleted by hand, the changelog of version L+1 left (two restarts)",
+        restarts=2,
+    ),
+    DamageCase(
+        "state_ahead_zips_hand_rollback_no_changelog",
+        "agg_rocksdb",
+        _state_ahead_batches(3),
+        "the latest 3 batches deleted from offsets/ and commits/ by hand, their zips left, changelog checkpointing "
+        "off (two restarts)",
+        restarts=2,
     ),
     # file sink
     DamageCase(

@@ -37,11 +37,15 @@ class Outcome:
     # After a successful restart: does the sink hold exactly the right data? (None = not checked)
     correct: bool | None = None
     detail: str = ""
+    # restart_times: the outcomes of the restarts before this one, oldest first
+    earlier: list[Outcome] = field(default_factory=list)
 
     def to_json(self, limit: int = 3000) -> dict[str, Any]:
         rec: dict[str, Any] = {"ok": self.ok, "text": trim_text(self.text, limit)}
         if self.ok:
             rec.update(correct=self.correct, detail=self.detail, rows=self.rows, batches=self.batches)
+        if self.earlier:
+            rec["earlier_restarts"] = [o.to_json(limit) for o in self.earlier]
         return rec
 
 
@@ -227,10 +231,14 @@ def _input_rows(input_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _batch_rows(output_dir: Path) -> list[tuple[int, dict[str, Any]]]:
+def _batch_rows(output_dir: Path, upto: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """(batch id, row) of every foreachBatch output dir, oldest batch first; ``upto``: only batches up to that id
+    (a checkpoint rolled back by hand leaves the output of its dropped batches behind, above the commits)."""
     out = []
     for d in output_dir.glob("batch_id=*"):
         bid = int(d.name.split("=", 1)[1])
+        if upto is not None and bid > upto:
+            continue
         for part in d.glob("part-*"):
             out.extend((bid, json.loads(line)) for line in part.read_text().splitlines() if line.strip())
     return sorted(out, key=lambda r: r[0])
@@ -256,26 +264,29 @@ def _file_sink_ids(output_dir: Path) -> list[int]:
     return ids
 
 
-def verify_output(spark: Any, scenario: Scenario, input_dir: Path, output_dir: Path) -> tuple[bool | None, str]:
-    """Compare the idempotent sink with what the input files say it must hold (exactly once)."""
+def verify_output(
+    spark: Any, scenario: Scenario, input_dir: Path, output_dir: Path, upto: int | None = None
+) -> tuple[bool | None, str]:
+    """Compare the idempotent sink with what the input files say it must hold (exactly once). ``upto``: the
+    latest committed batch (foreachBatch output of later batch ids is left over from a rolled-back run)."""
     try:
         inputs = _input_rows(input_dir)
         if scenario.verify is not None:
-            return scenario.verify(inputs, _batch_rows(output_dir))
+            return scenario.verify(inputs, _batch_rows(output_dir, upto))
         if scenario.stateful and scenario.sink != "file":  # the file sink scenarios write the input rows
             want: dict[str, tuple[int, int]] = {}
             for r in inputs:
                 c, t = want.get(r["key"], (0, 0))
                 want[r["key"]] = (c + 1, t + r["value"])
             got: dict[str, tuple[int, int]] = {}
-            for _, r in _batch_rows(output_dir):  # update mode: the newest batch has the current value
+            for _, r in _batch_rows(output_dir, upto):  # update mode: the newest batch has the current value
                 got[r["key"]] = (r.get("cnt"), r.get("total"))
             bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
             return (not bad, "aggregates correct" if not bad else f"wrong aggregates (got, want): {bad}")
         if scenario.sink == "file":
             ids = _file_sink_ids(output_dir)
         else:
-            ids = [int(r["id"]) for _, r in _batch_rows(output_dir)]
+            ids = [int(r["id"]) for _, r in _batch_rows(output_dir, upto)]
         want_ids = sorted(r["id"] for r in inputs)
         missing = sorted(set(want_ids) - set(ids))
         dups = len(ids) - len(set(ids))
@@ -331,11 +342,44 @@ def restart(
     with contextlib.suppress(Exception):
         batches = [int(p["batchId"]) for p in query.recentProgress]
     if exc is None and jexc is None:
-        correct, detail = verify_output(spark, scenario, input_dir, output_dir)
+        committed = offsets_ids(ckpt, "commits")
+        correct, detail = verify_output(spark, scenario, input_dir, output_dir, committed[-1] if committed else None)
         rows = count_sink_rows(spark, scenario, output_dir)
         return Outcome(True, "", read_query_id(ckpt), rows, batches, correct, detail)
     text = error_text(exc, jexc, foreach_batch_errors())
     return Outcome(False, text, read_query_id(ckpt), None, batches)
+
+
+def restart_times(
+    spark: Any,
+    scenario: Scenario | str,
+    ckpt: Path,
+    input_dir: Path,
+    output_dir: Path,
+    times: int = 1,
+    timeout: float = 120,
+) -> Outcome:
+    """Restart ``times`` times (:func:`restart`), each with one new input file (``base_files``, then
+    ``base_files + 1``, ...); stop at the first failure. Returns the last outcome, the earlier ones in
+    ``Outcome.earlier``. The new files after the first are deleted afterwards: the input dir is shared by every copy
+    of the base, and the other cases must still see exactly one new file."""
+    if isinstance(scenario, str):
+        scenario = SCENARIOS[scenario]
+    input_dir = Path(input_dir)
+    extra = [input_dir / f"part-{i:04d}.json" for i in range(scenario.base_files + 1, scenario.base_files + times)]
+    ours = [p for p in extra if not p.exists()]
+    earlier: list[Outcome] = []
+    try:
+        for i in range(times):
+            outcome = restart(spark, scenario, ckpt, input_dir, output_dir, new_files=i + 1, timeout=timeout)
+            if not outcome.ok or i == times - 1:
+                outcome.earlier = earlier
+                return outcome
+            earlier.append(outcome)
+    finally:
+        for path in ours:
+            path.unlink(missing_ok=True)
+    raise ValueError(f"times must be >= 1, found {times}")
 
 
 def offsets_ids(ckpt: Path, log: str = "offsets") -> list[int]:
@@ -415,4 +459,5 @@ __all__ = [
     "java_chain",
     "offsets_ids",
     "restart",
+    "restart_times",
 ]
