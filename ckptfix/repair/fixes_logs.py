@@ -7,7 +7,7 @@ what a sink sees again. Two rules hold everywhere:
 * never make Spark *re-plan* (new offsets for) a batch id a file sink's ``_spark_metadata``
   already holds: the sink skips it and the new data is lost (§8.3);
 * never drop a commit that is a state pointer (v2 ``stateUniqueIds``) or re-plan a batch
-  whose state version exists: that needs the state helper.
+  whose state version exists: that is a rollback (``ckptfix rollback``), which the refusal names.
 """
 
 from __future__ import annotations
@@ -108,6 +108,31 @@ def _roll_state_back(fc: FixContext, batch: int, rule: str, why: str) -> str | N
     return (
         f"batch {batch} had already written state version {batch + 1}: those files go (as "
         f"`ckptfix rollback --to-batch {batch - 1}` would), Spark loads state version {batch} and recomputes it"
+    )
+
+
+def _rerun_into_v2_sink(fc: FixContext, batch: int, why: str) -> str | None:
+    """A plan that makes Spark re-run the committed ``batch`` with its recorded offsets: a sink that holds it (file
+    sink, Delta) skips it, so its stateful operators report no state checkpoint info, which state checkpoint format v2
+    does not survive on 4.x (``assertion failed: CheckpointInfo length: 0``, seen on 4.3: SINK-SKIP-STATE-V2). Refuse
+    when the sink given holds the batch; without --sink, the sentence that says it is not checked (None: v1)."""
+    if not (fc.ckpt.state_format_v2() and fc.audit.target.at_least(4, 0)):
+        return None
+    S = _sink_latest(fc)
+    sink = fc.audit.sink
+    if sink is not None and S is not None and batch <= S:
+        raise CannotFix(
+            f"{why}: Spark would re-run batch {batch}, but {_sink_words(fc)} already holds it: the sink skips it, its "
+            "stateful operators report no state checkpoint info, and with state checkpoint format v2 Spark fails "
+            f"(assertion failed: CheckpointInfo length: 0); {sink.replan_advice(batch - 1, S, fc.ckpt.location.url)}"
+        )
+    if sink is not None:
+        return None
+    return (
+        f"NOT CHECKED without --sink: this checkpoint uses state checkpoint format v2, so if an exactly-once sink (a "
+        f"file sink, a Delta table) holds batch {batch}, it skips the re-run and Spark fails (assertion failed: "
+        f"CheckpointInfo length: 0). Give the sink with --sink OUT and ckptfix refuses when it holds batch {batch}; "
+        "a sink that does not skip batch ids (foreach, Kafka, console) is not affected"
     )
 
 
@@ -224,11 +249,15 @@ def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
     if not ahead:
         raise CannotFix(f"no commit file lies beyond the latest offset batch {L}")
     rels = [ck.commits.files.get(c) or ck.commits.noncanonical[c] for c in ahead]
+    if all(fc.builder.touches(rel) for rel in rels):
+        return []  # a damaged offsets/L's fix deletes them already (it plans batch L anew)
     for rel in rels:
         if _is_state_pointer(ck.read(rel)):
             raise CannotFix(
-                f"{rel} carries stateUniqueIds (state checkpoint format v2): it points into state/, so the state "
-                "helper must decide which state version survives"
+                f"{rel} carries stateUniqueIds (state checkpoint format v2): it points into state/, which repair does "
+                f"not judge; roll back to batch {L} (`ckptfix rollback {ck.location.url} --to-batch {L}`; for a file "
+                "sink add `--sink OUT --with-sink`), which deletes it with the state it points to, or restore "
+                f"offsets/{L + 1} from a backup"
             )
     # commits at or below L are left alone: a gap K2 < L-1 is LOG-COMMIT-GAP's (or async tracking's) business
     K2 = max((c for c in ck.commits.listed_ids if c <= L), default=None)
@@ -260,8 +289,9 @@ def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
 # -- LOG-UNREADABLE (R5, R6), LOG-NO-BATCH-METADATA ------------------------------------------
 
 
-def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
-    """R5: delete offsets/L (and commits/L) so that Spark plans batch L again from offsets/L-1."""
+def _drop_latest_offset(fc: FixContext, rule: str, why: str, replay: str | None = None) -> list[str]:
+    """R5: delete offsets/L (and commits/L) so that Spark plans batch L again from offsets/L-1. ``replay``: what a
+    sink sees again when the file-source log cannot tell (its entries of batch L are gone)."""
     ck = fc.ckpt
     L, K = ck.offsets.latest, ck.commits.latest
     assert L is not None
@@ -280,12 +310,26 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
             "`ckptfix repair --strategy truncate` cuts the logs back to the newest batch whose predecessor exists "
             "(its data is processed again), or restore the file from a backup"
         )
-    if K is not None and K > L:
-        raise CannotFix(f"{why}, and the commit log reaches {K} beyond it; fix LOG-COMMIT-AHEAD first")
+    ahead = [c for c in ck.commits.listed_ids if c > L]
+    if ahead:  # commits beyond batch L (LOG-COMMIT-AHEAD) go with it: Spark plans batch L and later anew
+        rels = [ck.commits.files.get(c) or ck.commits.noncanonical[c] for c in ahead]
+        if any(_is_state_pointer(ck.read(rel)) for rel in rels):
+            raise CannotFix(
+                f"{why}, and the commit log reaches {ahead[-1]} beyond it with state pointers (stateUniqueIds): "
+                f"restore offsets/{L} from a backup, or roll back to batch {L - 1} "
+                f"(`ckptfix rollback {ck.location.url} --to-batch {L - 1}`)"
+            )
+        for c, rel in zip(ahead, rels, strict=True):
+            fc.builder.delete(rel, f"{why}: commit of batch {c}, beyond it; batch {c} is planned anew", rule)
+        K = max((c for c in ck.commits.listed_ids if c <= L), default=None)
     if K is None or K < L - 1:
         raise CannotFix(f"{why}, and the latest commit is {K}: batches before {L} would be skipped")
     if K == L and _is_state_pointer(ck.read(ck.commits.path_of(L))):
-        raise CannotFix(f"{why}, and commits/{L} is a state pointer (stateUniqueIds); the state helper must decide")
+        raise CannotFix(
+            f"{why}, and commits/{L} is a state pointer (stateUniqueIds, state checkpoint format v2), which repair "
+            f"does not judge: restore offsets/{L} from a backup, or roll back to batch {L - 1} "
+            f"(`ckptfix rollback {ck.location.url} --to-batch {L - 1}`; for a file sink add `--sink OUT --with-sink`)"
+        )
     _no_replan(fc, L, why)
     rolled = _roll_state_back(fc, L, rule, why)
     fc.builder.delete(ck.offsets.files[L], f"{why}: Spark plans batch {L} again from offsets/{L - 1}", rule)
@@ -296,11 +340,13 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str) -> list[str]:
         fc.builder.delete(
             ck.commits.files[L], f"batch {L} is planned again, so its commit must go (else it collides)", rule
         )
-        effects.append(_again(fc, L - 1, None, L))
+        effects.append(replay or _again(fc, L - 1, None, L))
         if fc.audit.sink is None:
             effects.append(_unchecked_sink(L))
     else:
-        effects.append(f"batch {L} never committed; " + _again(fc, L - 1, None, L, "its interrupted run may have"))
+        effects.append(
+            f"batch {L} never committed; " + (replay or _again(fc, L - 1, None, L, "its interrupted run may have"))
+        )
     return effects
 
 
@@ -363,6 +409,9 @@ def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
     if K == L:
         if L > 0 and _readable_offset(fc, L - 1) is None:
             raise CannotFix(f"{why}, and offsets/{L - 1} (the start of batch {L}) is missing or unreadable")
+        lost = _lost_source_entries(fc, "restore them from a backup")
+        if lost:  # batch L cannot re-run, nor resume after it (the restart reads its entries): plan it again
+            return _replan_lost_batch(fc, rule, lost)
         off = _readable_offset(fc, L)
         assert off is not None
         prev_commit = _readable_commit(fc, L - 1) if L > 0 else None
@@ -378,12 +427,14 @@ def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
                 f"Spark resumes at batch {L + 1}; no batch re-runs (the query has no event-time watermark: "
                 f"offsets/{L} and commits/{L - 1} record 0, so commits/{L} says nextBatchWatermarkMs 0)"
             ]
+        unchecked = _rerun_into_v2_sink(fc, L, why)
         fc.builder.delete(ck.commits.files[K], f"{why}: batch {L} re-runs with its recorded offsets", rule)
         rolled = _roll_state_back(fc, L, rule, why)
         return [
             f"Spark re-runs batch {L} with its recorded offsets (offsets/{L - 1} -> offsets/{L}), as after a crash "
             "before the commit; a file sink skips it (it holds the batch already); " + _again(fc, L - 1, L, L),
             *([rolled] if rolled is not None else []),
+            *([unchecked] if unchecked is not None else []),
         ]
     if K == L - 1:
         off = _readable_offset(fc, L)
@@ -431,6 +482,10 @@ def unreadable(fc: FixContext, finding: Finding) -> list[str]:
     damaged = _damaged(fc)
     if not damaged:
         raise CannotFix("no damaged latest offset or commit file found (the checkpoint changed?)")
+    L = ck.offsets.latest
+    if sorted(damaged) == [("commits", L), ("offsets", L)]:
+        # both files of batch L: planning batch L again from offsets/L-1 drops both (R5)
+        return _drop_latest_offset(fc, rule, f"offsets/{L} and commits/{L} are damaged")
     if len(damaged) > 1:
         raise CannotFix(
             "several log files restart reads are damaged ("
@@ -438,7 +493,6 @@ def unreadable(fc: FixContext, finding: Finding) -> list[str]:
             + "): restore them from a backup"
         )
     log, b = damaged[0]
-    L = ck.offsets.latest
     if log == "commits":
         return _damaged_commit(fc, rule, f"commits/{b} is damaged")
     assert L is not None  # offsets/b is listed
@@ -456,6 +510,88 @@ def unreadable(fc: FixContext, finding: Finding) -> list[str]:
     raise CannotFix(
         f"offsets/{b} is damaged and batch {L} is not committed: it is the start of batch {L}'s range; restore it"
     )
+
+
+# -- SRC-LOG-MISSING ---------------------------------------------------------------------------
+
+
+def _lost_source_entries(fc: FixContext, advice: str) -> list[str]:
+    """The file-source log entries of the latest batch L (``sources/<k>/`` start+1..end) that are gone, when the
+    logs hold nothing after them (named ``sources/<k>/<ids>``; [] when none is gone). Raises :class:`CannotFix`
+    (ending with ``advice``) when more is gone: an entry the restart restores the source's file list from (the
+    latest compaction on, up to start), a later entry, or the whole log."""
+    from ckptfix.audit.rules_sources import _present
+    from ckptfix.formats.compactlog import derive_compact_interval
+
+    ck = fc.ckpt
+    L = ck.offsets.latest
+    cur = _readable_offset(fc, L) if L is not None else None
+    if L is None or cur is None:
+        return []
+    prev = _readable_offset(fc, L - 1) if L > 0 else None
+    lost: list[str] = []
+    for i, so in enumerate(cur.offsets):
+        source = so.source_id if cur.version == 2 else str(i)
+        end = file_source_log_offset(so.json)
+        if end is None:
+            continue
+        log = ck.sources.get(source)
+        if log is None:
+            raise CannotFix(f"sources/{source}/ is gone as a whole: {advice}")
+        start = -1
+        if prev is not None:
+            p = next((o for o in prev.offsets if o.source_id == so.source_id), None) if prev.version == 2 else None
+            before = p.json if p is not None else (prev.offsets[i].json if i < len(prev.offsets) else None)
+            found = file_source_log_offset(before)
+            start = found if found is not None else -1
+        interval = derive_compact_interval(sorted(log.compact))
+        if all(_present(log, b, interval) for b in range(start + 1, end + 1)):
+            continue
+        later = [b for b in log.listed_ids if b > start]
+        first = max(0, (start + 1) // interval * interval - 1)
+        gone = [b for b in range(first, start + 1) if not _present(log, b, interval)]
+        if later or gone or prev is None:
+            what = (
+                f"sources/{source}/{later[0]} exists"
+                if later
+                else f"sources/{source}/{gone[0]} is missing too"
+                if gone
+                else f"offsets/{L - 1}, where Spark would plan batch {L} from, is missing or unreadable"
+            )
+            raise CannotFix(f"{what}: not only batch {L}'s entries are gone; {advice}")
+        lost.append(f"sources/{source}/{start + 1}..{end}" if end > start + 1 else f"sources/{source}/{end}")
+    return lost
+
+
+def _replan_lost_batch(fc: FixContext, rule: str, lost: list[str]) -> list[str]:
+    """Delete offsets/L (and commits/L) so that Spark plans batch L, whose file-source entries ``lost`` are gone,
+    again from offsets/L-1; the source lists the lost entries' files again (seen with Spark 4.3)."""
+    L = fc.ckpt.offsets.latest
+    why = f"the file-source log entries of batch {L} are missing ({', '.join(lost)})"
+    replay = (
+        f"the input files that {', '.join(lost)} listed are no longer known as read: batch {L} reads them again (how "
+        "many rows cannot be derived: their entries are gone); an append (at-least-once) sink may receive rows of "
+        f"the earlier batch {L} twice; a sink idempotent by batch id rewrites batch {L}"
+    )
+    return _drop_latest_offset(fc, rule, why, replay)
+
+
+@fixes("SRC-LOG-MISSING")
+def source_entries_missing(fc: FixContext, finding: Finding) -> list[str]:
+    """The file-source log entries the latest batch L read are gone, and the log holds nothing after them: Spark
+    writes those entries while it plans batch L, so without them it is as if batch L had never been planned. Delete
+    offsets/L (and commits/L) as for a damaged offsets/L (R5): Spark plans batch L again from offsets/L-1, and the
+    source, which no longer knows the lost entries' files as read, lists them again."""
+    ck = fc.ckpt
+    L = ck.offsets.latest
+    if L is not None and L in ck.offsets.files and fc.builder.touches(ck.offsets.files[L]):
+        if not any(a.path == ck.offsets.files[L] and a.op == "delete" for a in fc.builder.actions):
+            raise CannotFix(f"another fix rewrites offsets/{L}; {finding.fix}")
+        return []  # another fix (a damaged commit or offset file) plans batch L again already
+    lost = _lost_source_entries(fc, finding.fix)
+    if not lost:
+        raise CannotFix(f"the missing entries are not the latest batch's: {finding.fix}")
+    return _replan_lost_batch(fc, finding.rule_id, lost)
 
 
 @fixes("LOG-NO-BATCH-METADATA")
@@ -653,6 +789,7 @@ def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
         if K == L:
             paths.discard(com_K)
     if com_K in paths and K == L and L is not None:
+        unchecked = _rerun_into_v2_sink(fc, L, f"commits/{K} was edited after Spark wrote it")
         fc.builder.delete(com_K, f"commits/{K} was edited after Spark wrote it: batch {L} re-runs", rule)
         rolled = _roll_state_back(fc, L, rule, f"commits/{K} was edited after Spark wrote it")
         effects.append(
@@ -663,6 +800,8 @@ def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
         )
         if rolled is not None:
             effects.append(rolled)
+        if unchecked is not None:
+            effects.append(unchecked)
         paths.discard(com_K)
     if paths:
         rest = ", ".join(sorted(paths))

@@ -647,3 +647,128 @@ def test_an_orphan_sidecar_of_a_later_entry_is_deleted_too(tmp_path: Path) -> No
     plan, unfixed = plan_of(ckpt)
     assert unfixed == []
     assert ops(plan) == [("delete", "offsets/.8.crc")]
+
+
+# -- SRC-LOG-MISSING ---------------------------------------------------------------------------
+
+
+def test_missing_source_entry_of_the_latest_batch_plans_the_batch_again(tmp_path: Path) -> None:
+    """sources/0/6 (batch 6's file list) deleted, offsets/6 and commits/6 kept: Spark fails with "batch 6 doesn't
+    exist". Without the entry batch 6 is as if never planned: offsets/6 and commits/6 go, Spark plans batch 6 from
+    offsets/5 and lists part-0006 again (seen on Spark 4.3: the sink gets exactly the input rows, file 6 twice in an
+    append sink)."""
+    ckpt = damaged(tmp_path, "source_log_latest_missing")  # sources/0/6 and its .crc deleted
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert plan.fixes == ("SRC-LOG-MISSING",)
+    assert ops(plan) == [("delete", p) for p in ("offsets/6", "offsets/.6.crc", "commits/6", "commits/.6.crc")]
+    one_effect(plan, "plans batch 6 again from offsets/5", "sources/0/6 listed are no longer known as read")
+    assert not any("no input file" in e for e in plan.effects)  # the lost entry's file IS read again
+    assert any(e.startswith("NOT CHECKED without --sink") for e in plan.effects)
+
+
+def test_missing_source_entry_with_its_sidecar_left_deletes_the_sidecar_too(tmp_path: Path) -> None:
+    ckpt = damaged(tmp_path, "source_log_latest_deleted_crc_left")  # sources/0/6 deleted, sources/0/.6.crc left
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ("delete", "sources/0/.6.crc") in ops(plan) and ("delete", "offsets/6") in ops(plan)
+
+
+def test_missing_source_entry_refused_when_the_file_sink_holds_the_batch(tmp_path: Path) -> None:
+    ckpt, output = extract("filesink", tmp_path / "x")  # _spark_metadata holds batches 0..6
+    CASES["source_log_latest_missing"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt, sink_path=str(output))
+    assert plan.empty
+    assert any("Spark would plan batch 6 anew" in u and "already holds batches up to 6" in u for u in unfixed)
+
+
+def test_missing_source_entry_below_the_latest_batch_is_not_planned(tmp_path: Path) -> None:
+    """sources/0/5 gone too: the restart restores the source's file list from entries 0..5 after the rollback as
+    well, so dropping batch 6 does not help; restore from a backup."""
+    ckpt = damaged(tmp_path, "source_log_latest_missing")
+    (ckpt / "sources" / "0" / "5").unlink()
+    (ckpt / "sources" / "0" / ".5.crc").unlink()
+    plan, unfixed = plan_of(ckpt)
+    assert plan.empty
+    assert any(u.startswith("SRC-LOG-MISSING: ") and "Restore the entry from a backup" in u for u in unfixed)
+
+
+# -- several damages at once (repair sweep of 2026-11-27, Spark 4.3) ---------------------------
+
+
+def test_damaged_offset_and_commit_of_the_latest_batch_are_both_dropped(tmp_path: Path) -> None:
+    """offsets/6 and commits/6 both 0 bytes: planning batch 6 again from offsets/5 needs neither (was refused as
+    "several log files restart reads are damaged")."""
+    ckpt = damaged(tmp_path, "offset_latest_empty")
+    CASES["commit_latest_empty"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("delete", p) for p in ("offsets/6", "offsets/.6.crc", "commits/6", "commits/.6.crc")]
+    one_effect(plan, "plans batch 6 again from offsets/5", "1 input file(s) of sources/0 (entries 6..6)")
+
+
+def test_damaged_commit_whose_batch_lost_its_source_entry_is_planned_again(tmp_path: Path) -> None:
+    """commits/6 0 bytes and sources/0/6 deleted (its .crc left): rewriting commits/6 cannot help (the restart reads
+    batch 6's entry); batch 6 is planned again instead, and the sidecar goes."""
+    ckpt = damaged(tmp_path, "commit_latest_empty")
+    CASES["source_log_latest_deleted_crc_left"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert sorted(ops(plan)) == sorted(
+        [("delete", p) for p in ("offsets/6", "offsets/.6.crc", "commits/6", "commits/.6.crc", "sources/0/.6.crc")]
+    )
+
+
+def test_damaged_latest_offset_with_a_commit_beyond_it_drops_both_in_one_plan(tmp_path: Path) -> None:
+    """commits/7 (a copy of commits/6) and offsets/6 0 bytes: one plan deletes offsets/6, commits/6 and commits/7
+    (was: commits/7 only, with "fix LOG-COMMIT-AHEAD first" for offsets/6, so the result still failed)."""
+    ckpt = damaged(tmp_path, "commit_beyond_latest_offset")
+    CASES["offset_latest_empty"].apply(ckpt)
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert sorted(ops(plan)) == sorted(
+        [("delete", p) for p in ("offsets/6", "offsets/.6.crc", "commits/6", "commits/.6.crc", "commits/7")]
+    )
+    assert audit(str(ckpt), "4.3").verdict.restarts is False  # untouched until applied
+
+
+# -- a re-run into a sink that skips it, state checkpoint format v2 ------------------------------
+
+V2 = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.2.1" / "dedup_v2_filesink.tar.gz"
+
+
+def _v2(tmp_path: Path, case: str) -> tuple[Path, Path]:
+    with tarfile.open(V2) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    ckpt = tmp_path / "x" / "ckpt"
+    CASES[case].apply(ckpt)
+    return ckpt, tmp_path / "x" / "output"
+
+
+def test_damaged_commit_rerun_refused_when_the_v2_sink_holds_the_batch(tmp_path: Path) -> None:
+    """commits/L 0 bytes, state checkpoint format v2, the file sink holds batch L: re-running L makes the sink skip
+    it and Spark 4.3 fails with "CheckpointInfo length: 0" (seen live); the plan used to say "a file sink skips it"."""
+    ckpt, output = _v2(tmp_path, "commit_latest_empty")
+    L = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    plan, unfixed = plan_of(ckpt, sink_path=str(output))
+    assert plan.empty
+    (reason,) = unfixed
+    assert reason.startswith(f"LOG-UNREADABLE: commits/{L} is damaged: Spark would re-run batch {L}, but the file sink")
+    assert "CheckpointInfo length: 0" in reason and f"--to-batch {L - 1} --sink {output} --with-sink" in reason
+    plan, unfixed = plan_of(ckpt)  # without --sink: planned, and said to be unchecked
+    assert unfixed == [] and ("delete", f"commits/{L}") in ops(plan)
+    one_effect(plan, "NOT CHECKED without --sink: this checkpoint uses state checkpoint format v2")
+
+
+@pytest.mark.parametrize("case", ["offset_latest_empty", "latest_offset_deleted", "commit_beyond_latest_offset"])
+def test_a_v2_state_pointer_refusal_names_a_rollback_that_works(tmp_path: Path, case: str) -> None:
+    """The refusals said "the state helper must decide", which names nothing a user can run. They name the rollback
+    instead; with `--sink OUT --with-sink` it made each of these damages restart on Spark 4.3 with exactly the input
+    rows in the file sink (repair sweep of 2026-11-27)."""
+    ckpt, _output = _v2(tmp_path, case)
+    plan, unfixed = plan_of(ckpt)
+    assert plan.empty
+    assert not any("state helper" in u for u in unfixed)
+    L = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    keep = L - 1 if case == "offset_latest_empty" else L  # LOG-UNREADABLE drops batch L; LOG-COMMIT-AHEAD keeps it
+    assert any(f"`ckptfix rollback {ckpt} --to-batch {keep}`; for a file sink add" in u for u in unfixed), unfixed

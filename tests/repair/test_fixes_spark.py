@@ -48,6 +48,7 @@ class Live:
     kwargs: dict[str, Any] = field(default_factory=dict)
     exact: bool = True  # the idempotent sink must hold exactly the input rows afterwards
     scenario: str | None = None  # another base than the case's (the damage functions are generic)
+    also: tuple[str, ...] = ()  # more catalogue damage applied after the case's (several damages at once)
 
 
 LIVE: dict[str, Live] = {
@@ -102,6 +103,26 @@ LIVE: dict[str, Live] = {
         5,
         "leftover sidecar",
         scenario="stateless",
+    ),
+    # the file source's entry of batch L gone: offsets/L and commits/L go, Spark plans batch L again and lists its file
+    # again (5 rows twice in the append sink); with the entry's .crc left, the sidecar goes too
+    "source_entry_missing": Live("source_log_latest_missing", "doesn't exist", 5, "no longer known as read"),
+    "source_entry_missing_crc_left": Live(
+        "source_log_latest_deleted_crc_left", "doesn't exist", 5, "no longer known as read"
+    ),
+    # several damages at once (repair sweep of 2026-11-27): one plan, batch 6 planned again (file 6 read twice)
+    "offset_and_commit_empty": Live(
+        "offset_latest_empty", "Incomplete log file", 5, "1 input file(s)", also=("commit_latest_empty",)
+    ),
+    "commit_empty_source_entry_gone": Live(
+        "commit_latest_empty",
+        "Incomplete log file in the offset commit log",
+        5,
+        "no longer known as read",
+        also=("source_log_latest_deleted_crc_left",),
+    ),
+    "commit_ahead_offset_empty": Live(
+        "commit_beyond_latest_offset", "Incomplete log file", 5, "1 input file(s)", also=("offset_latest_empty",)
     ),
     # the existing LOG-ASYNC-GAP planner, both strategies, committed and uncommitted latest batch
     "async_gap": Live("async_sparse_gap", "doesn't exist", None, "", exact=False),
@@ -178,6 +199,8 @@ def test_fix_then_restart_with_spark(
     # 1. the damage alone, restarted by Spark
     bad, input_dir, bad_out = copy_base(base, tmp_path / "damaged")
     case.apply(bad)
+    for more in spec.also:
+        CASES[more].apply(bad)
     before = restart(spark, scenario, bad, input_dir, bad_out)
     if spec.fails_with is None:
         assert before.ok and before.correct is False, f"expected a silently wrong restart: {before.detail}"
@@ -188,6 +211,8 @@ def test_fix_then_restart_with_spark(
     # 2. the same damage on a second copy: plan, apply, undo (exact), apply again, restart
     ckpt, input_dir, out = copy_base(base, tmp_path / "fixed")
     case.apply(ckpt)
+    for more in spec.also:
+        CASES[more].apply(ckpt)
     damaged_tree = tree(ckpt)
     plan = _plan(ckpt, spec, query_id, out if file_sink else None)
     if spec.announced:
