@@ -280,10 +280,15 @@ def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
                 f"batch {L + 1} ran before its offset file was lost and is planned anew: " + _again(fc, L, None, L + 1)
             )
         return effects
-    return [
+    effects = [
         f"Spark re-runs batch {L} with its recorded offsets/{L} (as after a crash); " + _again(fc, L - 1, L, L),
         *([rolled] if rolled is not None else []),
     ]
+    if L + 1 in ahead and _replayed(fc, L, None) != "no input file":  # its source entries outlive its offsets
+        effects.append(
+            f"batch {L + 1} ran before its offset file was lost and is planned anew: " + _again(fc, L, None, L + 1)
+        )
+    return effects
 
 
 # -- LOG-UNREADABLE (R5, R6), LOG-NO-BATCH-METADATA ------------------------------------------

@@ -772,3 +772,16 @@ def test_a_v2_state_pointer_refusal_names_a_rollback_that_works(tmp_path: Path, 
     L = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
     keep = L - 1 if case == "offset_latest_empty" else L  # LOG-UNREADABLE drops batch L; LOG-COMMIT-AHEAD keeps it
     assert any(f"`ckptfix rollback {ckpt} --to-batch {keep}`; for a file sink add" in u for u in unfixed), unfixed
+
+
+def test_commit_ahead_over_an_uncommitted_batch_announces_both_replays(tmp_path: Path) -> None:
+    """offsets/6 and commits/5 deleted: deleting commits/6 makes Spark re-run batch 5 and plan batch 6 anew from
+    sources/0/6, which outlived offsets/6; on Spark 4.3 the append sink got files 5 and 6 twice, and the plan
+    named only file 5 (repair sweep of 2026-11-27)."""
+    ckpt = damaged(tmp_path, "latest_offset_deleted")  # offsets 0..5, commits 0..6
+    CASES["commit_latest_missing"].apply(ckpt)  # commits/5 (now the latest offset's) deleted
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("delete", "commits/6"), ("delete", "commits/.6.crc")]
+    one_effect(plan, "re-runs batch 5", "(entries 5..5)", "batch 6 ran before its offset file was lost")
+    one_effect(plan, "(entries 6..6)")

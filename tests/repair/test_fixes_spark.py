@@ -121,6 +121,15 @@ LIVE: dict[str, Live] = {
         "no longer known as read",
         also=("source_log_latest_deleted_crc_left",),
     ),
+    # offsets/6 and commits/5 deleted: commits/6 goes, batch 5 re-runs and batch 6 (sources/0/6 kept) is planned anew:
+    # files 5 and 6 reach the append sink twice, both announced
+    "offset_and_prev_commit_deleted": Live(
+        "latest_offset_deleted",
+        "CONCURRENT_STREAM_LOG_UPDATE",
+        10,
+        "batch 6 ran before its offset file was lost",
+        also=("commit_latest_missing",),
+    ),
     "commit_ahead_offset_empty": Live(
         "commit_beyond_latest_offset", "Incomplete log file", 5, "1 input file(s)", also=("offset_latest_empty",)
     ),
