@@ -1,0 +1,57 @@
+"""What the sink rules say: SINK-AHEAD's advice names a rollback that ckptfix accepts; a v2 re-run without --sink.
+
+Found by the repair sweep of 2026-11-27 on Spark 4.3: offsets/6 deleted while commits/6 stayed and the file sink holds
+batch 6. The advice said `rollback --to-batch 6` ("deletes its log entries of batches 7..6"), which rollback refuses
+(batch 6 is not committed: offsets/6 missing): a batch beyond the offset log is no batch to keep.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+from ckptfix.audit import audit
+from ckptfix.repair.rollback import plan_rollback
+from tests.spark.damage import CASES
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "spark-3.5.9"
+
+
+def test_sink_ahead_advice_keeps_a_batch_both_logs_hold(tmp_path: Path) -> None:
+    with tarfile.open(FIXTURES / "filesink.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt, output = tmp_path / "ckpt", tmp_path / "output"
+    CASES["latest_offset_deleted"].apply(ckpt)  # offsets 0..5, commits 0..6, _spark_metadata 0..6
+    report = audit(str(ckpt), "4.3", sink_path=str(output))
+    (ahead,) = [f for f in report.findings if f.rule_id == "SINK-AHEAD"]
+    assert f"`ckptfix rollback {ckpt} --to-batch 5 --sink {output} --with-sink`" in ahead.fix
+    assert "batches 6..6" in ahead.fix and "7..6" not in ahead.fix
+    plan_rollback(str(ckpt), 5, "4.3")  # the batch it names is one rollback accepts (it raises otherwise)
+
+
+V2 = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.2.1" / "dedup_v2_filesink.tar.gz"
+
+
+def test_a_v2_batch_that_runs_again_is_a_skipped_sink_check_without_sink(tmp_path: Path) -> None:
+    """commits/L deleted while the file sink holds batch L, state checkpoint format v2 (the crash window of damage case
+    v2_commit_latest_deleted_sink_holds): Spark 4.3 fails ("CheckpointInfo length: 0"), and the audit without --sink
+    said "will restart" with nothing else (repair sweep of 2026-11-27). It cannot know the sink, so it says the check
+    was skipped and how to run it."""
+    with tarfile.open(V2) as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt, output = tmp_path / "ckpt", tmp_path / "output"
+    CASES["v2_commit_latest_deleted_sink_holds"].apply(ckpt)
+    report = audit(str(ckpt), "4.3")
+    (skipped,) = [s for s in report.skipped if s.rule_id == "SINK-SKIP-STATE-V2"]
+    assert "not checked without --sink" in skipped.reason and "CheckpointInfo length: 0" in skipped.reason
+    with_sink = audit(str(ckpt), "4.3", sink_path=str(output))
+    assert not any(s.rule_id == "SINK-SKIP-STATE-V2" for s in with_sink.skipped)
+    assert any(f.rule_id == "SINK-SKIP-STATE-V2" for f in with_sink.findings)
+    assert with_sink.verdict.restarts is False
+
+
+def test_no_skipped_sink_check_for_a_v1_state_format(tmp_path: Path) -> None:
+    with tarfile.open(FIXTURES / "agg_hdfs.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    CASES["commit_latest_missing"].apply(tmp_path / "ckpt")
+    assert not any(s.rule_id == "SINK-SKIP-STATE-V2" for s in audit(str(tmp_path / "ckpt"), "4.3").skipped)
