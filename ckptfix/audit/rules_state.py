@@ -90,13 +90,15 @@ SST_CORRUPT = define(
     "STATE-SST-CORRUPT",
     "error",
     "An SST file of the restart's state is damaged",
-    "Whether Spark 4.3 restarts with a damaged SST depends on more than the files: with one flipped SST byte it "
-    "restarted a checkpoint with changelog checkpointing on (and computed the batch correctly), and failed to "
-    "load the state of one without it (CANNOT_LOAD_STATE_STORE: Hadoop's ChecksumException with the .crc sidecar "
-    "kept, RocksDB's block checksum mismatch without it); a batch that reads the damaged block fails, at the "
-    "restart or later. So the verdict is unknown. On a local file system the audit compares each SST with its "
-    "Hadoop .crc sidecar; audit --deep opens the database with RocksDB and reads every key, which verifies every "
-    "block's checksum (the only check on object stores).",
+    "Spark copies every SST the zip lists before RocksDB opens the database. On a local file system Hadoop "
+    "verifies each SST against its .crc sidecar while copying (ChecksumException: recorded on 3.5.9-4.3); "
+    "RocksDB then opens each table and verifies the checksums of its metaindex, properties and index blocks "
+    "(RocksDBException: block checksum mismatch). Either stops the load of that zip: Spark 4.2+ with changelog "
+    "checkpointing skips it for an older zip plus changelogs (auto snapshot repair), other Sparks fail. A damaged "
+    "bloom filter block RocksDB ignores (a warning). A damaged data block is read only when a lookup of a key in "
+    "it, a scan or a compaction reaches it: at the restart or later, so that verdict is unknown. The audit checks "
+    "the sidecar where there is one and every block's checksum where there is none (no RocksDB needed); audit "
+    "--deep also reads every key through RocksDB.",
     "Load an older zip plus changelogs (`ckptfix state rebuild`), restore the SST from a backup, or roll back "
     "(`ckptfix rollback`).",
 )
@@ -222,24 +224,24 @@ class StoreCheck:
                         None,
                     )
                 )
-            elif fp.kind == "sst-hadoop-crc":  # Spark loads it anyway: a finding, not a broken chain
+            elif fp.kind == "sst-filter":
                 self.notes.append(
                     Problem(
                         SST_CORRUPT.id,
-                        f"{fp.rel} differs from its Hadoop sidecar {fp.sidecar} from byte {fp.offset} on: "
-                        "the state may not load (CANNOT_LOAD_STATE_STORE), and a batch that reads the damaged block "
-                        "fails",
-                        (Evidence(self.display(fp.rel), fp.offset, fp.expected, fp.found),),
+                        f"{fp.where}: {fp.expected}, found {fp.found}: RocksDB reads a table whose bloom filter "
+                        "fails its checksum as one without a filter (Spark 3.5.9-4.3 restarted such a state with "
+                        "the right results); only its lookups are slower",
+                        (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
                         None,
-                        undecided=True,
+                        "warning",
                     )
                 )
             elif fp.kind == "sst-blocks":
                 self.notes.append(
                     Problem(
                         SST_CORRUPT.id,
-                        f"{fp.where} fails RocksDB's block checksum verification ({fp.found}): the state may not "
-                        "load (CANNOT_LOAD_STATE_STORE), and a batch that reads the damaged block fails",
+                        f"{fp.where}: {fp.expected}, found {fp.found}: RocksDB fails whatever reads that block "
+                        "(a lookup of a key in it, a scan, or a compaction), at the restart or later",
                         (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
                         None,
                         undecided=True,
@@ -266,6 +268,21 @@ class StoreCheck:
                 f"{fp.rel} is missing; {fp.zip} lists it",
                 (Evidence(self.display(fp.rel), expected="a file", found="none"), Evidence(self.display(fp.zip or ""))),
                 E.file_not_found(fp.name),
+            )
+        if fp.kind == "sst-hadoop-crc":
+            return Problem(
+                SST_CORRUPT.id,
+                f"{fp.rel} differs from its Hadoop sidecar {fp.sidecar} from byte {fp.offset} on; {fp.zip} lists it",
+                (Evidence(self.display(fp.rel), fp.offset, found=f"differs from {fp.sidecar}"),),
+                E.hadoop_checksum(fp.rel, fp.offset or 0),
+            )
+        if fp.kind == "sst-corrupt":
+            return Problem(
+                SST_CORRUPT.id,
+                f"{fp.rel}: {fp.expected}, found {fp.found}; RocksDB reads that block when it opens the state "
+                f"({fp.zip} lists the SST)",
+                ev,
+                E.rocksdb_corruption(fp.rocksdb_message or "Corruption"),
             )
         if fp.kind == "sst-size":
             return Problem(

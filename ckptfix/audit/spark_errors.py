@@ -212,6 +212,13 @@ def zip_truncated() -> SparkError:
     return SparkError("java.io.EOFException", None, "Unexpected end of ZLIB input stream")
 
 
+def rocksdb_corruption(message: str) -> SparkError:
+    """RocksDB refuses a table block whose checksum does not match when it opens the database (seen on 4.3 for a
+    flipped index byte: ``org.rocksdb.RocksDBException: block checksum mismatch: stored = 3623834813, computed =
+    842994371, type = 4  in <local dir>/000015.sst offset 122 size 30``, wrapped in CANNOT_LOAD_STATE_STORE)."""
+    return SparkError("org.rocksdb.RocksDBException", None, message)
+
+
 def corrupt_stream(kind: str) -> SparkError:
     if kind == "truncated":
         return SparkError("java.io.EOFException", None, "Stream ended prematurely")

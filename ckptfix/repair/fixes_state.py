@@ -28,7 +28,7 @@ def _store_of(fc: FixContext, finding: Finding) -> StoreDir:
     raise CannotFix("the finding names no file of a state store")
 
 
-@fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-CHECKSUM-MISMATCH")
+@fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-SST-CORRUPT", "STATE-CHECKSUM-MISMATCH")
 def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
     from ckptfix.repair.rebuild import RULE, any_kind, rebuild_store
     from ckptfix.state.read import select

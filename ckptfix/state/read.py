@@ -287,20 +287,28 @@ def store_chain(
     except FormatError as exc:
         if exc.kind != "missing-file":
             raise
-        raise _missing(sel, store, version, exc) from None
+        raise _missing(sel, store, version, exc, exclude) from None
 
 
-def _missing(sel: Selection, store: StoreDir, version: int, exc: FormatError) -> FormatError:
+def _missing(
+    sel: Selection, store: StoreDir, version: int, exc: FormatError, exclude: tuple[int, ...] = ()
+) -> FormatError:
     """The file a load needs that is not there, named by its path in the checkpoint as every error names a file.
     A RocksDB store without changelog checkpointing (no ``N.changelog`` at all) holds each version as its own
     ``N.zip`` alone: the file version N needs is that zip, not a changelog the store never had."""
-    rel, expected = exc.path, exc.expected
+    rel, expected, found = exc.path, exc.expected, exc.found
     if sel.provider == "rocksdb" and rel.endswith(".changelog") and not store.versions("changelog"):
         zips = sorted(v for v, entries in store.versions("zip").items() if entries and v < version)
         newest = f"; the newest zip before it is {zips[-1]}.zip" if zips else ""
         rel = f"{store.rel}/{chains.layout.state_file_name(version, 'zip', None)}"
-        expected = f"a file (version {version}: without changelog checkpointing only {version}.zip holds it{newest})"
-    return FormatError(sel.ckpt.display(rel), exc.offset, expected, exc.found, kind=exc.kind)
+        if version in exclude and store.versions("zip").get(version):
+            # the zip is there but cannot be loaded (the caller looks past it): say that, not "none"
+            expected = f"a loadable {version}.zip (without changelog checkpointing only it holds version {version})"
+            found = "a damaged one"
+        else:
+            only = f"without changelog checkpointing only {version}.zip holds it"
+            expected = f"a file (version {version}: {only}{newest})"
+    return FormatError(sel.ckpt.display(rel), exc.offset, expected, found, kind=exc.kind)
 
 
 def _store(sel: Selection, partition: int, name: str) -> StoreDir:

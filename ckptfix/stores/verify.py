@@ -1,14 +1,15 @@
 """What is wrong with one state file, as facts: the single place that checks a state file's bytes.
 
-``audit`` turns these facts into a restart prediction (a stale Hadoop ``.crc`` of a zip fails Spark 3.5's
-load; one of an SST does not), ``state ls --verify`` into loadable versions (any damaged byte breaks the
+``audit`` turns these facts into a restart prediction (a zip or SST that differs from its Hadoop ``.crc`` fails
+Spark's load on a local file system), ``state ls --verify`` into loadable versions (any damaged byte breaks the
 versions that use the file): both read the same facts, so they cannot disagree about a file.
 
 Order of the checks, as Spark meets them: a zip's Hadoop ``.<name>.crc`` (verified by Hadoop's local
 ChecksumFileSystem when Spark opens it), the 4.x JSON checksum sidecar ``<name>.crc``, then the content
 (lz4/zstd/snappy stream and record framing to the end marker; a zip's CRCs and metadata), then, for a zip,
-its SSTs (present, of the listed size, against their Hadoop sidecars) and, when asked (``deep``), every
-block of the database they make.
+its SSTs (present, of the listed size, against their Hadoop sidecars, as Spark copies them; those without a
+sidecar by their own block checksums, :mod:`ckptfix.formats.sst`) and, when asked (``deep``), every key of the
+database they make, read through RocksDB.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from dataclasses import dataclass
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import codec, filechecksum, hadoopcrc, rocksdbzip, statefile
+from ckptfix.formats import sst as sstfile
 
 #: a file the load cannot use
-FATAL = frozenset({"hadoop-crc", "checksum", "corrupt", "sst-missing", "sst-size"})
-#: damaged bytes that Spark's load does not notice (a batch reading them may fail later)
-LATENT = frozenset({"sst-hadoop-crc", "sst-blocks"})
-#: facts that do not make the file unusable
-BENIGN = frozenset({"trailing", "unverifiable"})
+FATAL = frozenset({"hadoop-crc", "checksum", "corrupt", "sst-missing", "sst-size", "sst-hadoop-crc", "sst-corrupt"})
+#: damaged bytes that Spark's load does not notice (a batch reading them may fail later): an SST's data block
+LATENT = frozenset({"sst-blocks"})
+#: facts that do not make the file unusable (RocksDB reads a table whose filter block is damaged as one without)
+BENIGN = frozenset({"trailing", "unverifiable", "sst-filter"})
 #: FormatError kinds of the codec layer meaning "cannot check", not "damaged"
 UNVERIFIABLE = ("unknown-codec", "missing-extra")
 
@@ -43,6 +45,7 @@ class FileProblem:
     sidecar: str | None = None  # the sidecar the file was compared with
     zip: str | None = None  # for SST problems: the zip that lists the SST
     error_kind: str | None = None  # the parser's kind (truncated, empty, bad-block, ...)
+    rocksdb_message: str | None = None  # SST damage: how RocksDB's own error message starts
 
     def __str__(self) -> str:
         at = f": at byte {self.offset}" if self.offset is not None else ""
@@ -155,6 +158,7 @@ def _zip(
     except FormatError as exc:
         return [FileProblem(rel, "corrupt", exc.path, exc.offset, exc.expected, exc.found, error_kind=exc.kind)]
     out: list[FileProblem] = []
+    bare: list[rocksdbzip.SstFile] = []  # SSTs without a Hadoop sidecar: only their own block checksums tell
     name = rel.rsplit("/", 1)[-1]
     for sst in meta.sst_files:
         sst_name = sst.dfs_sst_file_name
@@ -181,10 +185,11 @@ def _zip(
                 ),
             ]
         if sst_name in store.hadoop_crc:
+            # Hadoop's local ChecksumFileSystem verifies the sidecar while Spark copies the SST: the load fails
             damaged = hadoop_mismatch(ckpt, store, sst_rel, ckpt.location.read(sst_rel))
             if damaged is not None:
                 at, crc_rel = damaged
-                out.append(
+                return [
                     FileProblem(
                         sst_rel,
                         "sst-hadoop-crc",
@@ -195,25 +200,57 @@ def _zip(
                         sidecar=crc_rel,
                         zip=rel,
                     )
-                )
+                ]
+        else:
+            bare.append(sst)
+    # then RocksDB opens the database: it reads each table's footer, metaindex, properties, filter and index
+    # blocks, and verifies their checksums (a flipped index byte failed every load, recorded 3.5.9-4.3); data
+    # blocks only when a lookup, a scan or a compaction reaches them
+    for sst in bare:
+        sst_rel = f"{store.rel}/SSTs/{sst.dfs_sst_file_name}"
+        problem = _sst_blocks(ckpt, sst_rel, rel)
+        if problem is None:
+            continue
+        if problem.kind in FATAL:
+            return [problem]
+        out.append(problem)
     if deep and not out:
         out.extend(_blocks(ckpt, store, rel, data, meta.sst_files, merge_delimiter))
-    elif not out:
-        # present and of the listed size, but their bytes unchecked: a flipped byte there stopped Spark (damage
-        # hunts of 2026-11-26/27), so say what was not verified rather than vouch for it
-        bare = [s.dfs_sst_file_name for s in meta.sst_files if s.dfs_sst_file_name not in store.hadoop_crc]
-        if bare:
-            out.append(
-                FileProblem(
-                    rel,
-                    "unverifiable",
-                    display,
-                    None,
-                    "the bytes of each SST it lists checked (a Hadoop .crc sidecar, or RocksDB with audit --deep)",
-                    f"{len(bare)} of {len(meta.sst_files)} SSTs without a sidecar",
-                )
-            )
     return out
+
+
+def _sst_blocks(ckpt: Checkpoint, sst_rel: str, zip_rel: str) -> FileProblem | None:
+    """One SST's block checksums (:mod:`ckptfix.formats.sst`): damage that stops RocksDB opening the table
+    (``sst-corrupt``), in a data block (``sst-blocks``: read only when something reaches it), in the bloom filter
+    (``sst-filter``: ignored), or what could not be checked (``unverifiable``)."""
+    where = ckpt.display(sst_rel)
+    report = sstfile.verify(ckpt.location.read(sst_rel))  # read straight from storage: SSTs are large
+    damage = report.damage
+    if damage is not None:
+        kind = "sst-corrupt" if damage.fails_open else "sst-filter" if damage.role == "filter" else "sst-blocks"
+        block = f"{damage.role} block at byte {damage.offset}" if damage.role != "footer" else "footer"
+        return FileProblem(
+            sst_rel,
+            kind,
+            where,
+            damage.offset,
+            f"{damage.expected} for its {block}",
+            damage.found,
+            zip=zip_rel,
+            rocksdb_message=_rocksdb_message(damage),
+        )
+    if report.unverified:
+        return FileProblem(sst_rel, "unverifiable", where, None, "block checksums ckptfix can check", report.unverified)
+    return None
+
+
+def _rocksdb_message(damage: sstfile.BlockDamage) -> str:
+    """The start of RocksDB's own message for this damage (``block checksum mismatch: stored = 3623834813, computed
+    = 842994371, type = 4  in <local dir>/000015.sst offset 122 size 30``, seen on 4.3), or of a footer's."""
+    if damage.stored is None:
+        return "Corruption"
+    stored, computed, ctype = damage.stored, damage.computed, damage.checksum_type
+    return f"block checksum mismatch: stored = {stored}, computed = {computed}, type = {ctype}"
 
 
 def _blocks(

@@ -506,6 +506,53 @@ def _rocksdb_sst_flipped(ckpt: Path) -> None:
     rewrite(path, bytes(data))
 
 
+def _sst_footer_handles(data: bytes) -> list[tuple[int, int]]:
+    """The metaindex and index block handles (offset, size) of a block-based table's 53-byte footer (format
+    versions 1-5: a checksum type byte, then four varint64s), read here by hand, not by ckptfix."""
+    pos, values = len(data) - 53 + 1, []
+    for _ in range(4):
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        values.append(value)
+    return [(values[0], values[1]), (values[2], values[3])]
+
+
+def _rocksdb_sst_block_flipped(block: str) -> Callable[[Path], None]:
+    """One flipped byte, size unchanged, in a meta block (index, filter, properties, metaindex: read when RocksDB
+    opens the table) or in the first data block (read only when a lookup reaches it) of an SST that partition 0's
+    newest zip lists; its Hadoop .crc dropped (as on an object store), so only RocksDB's block checksums can tell."""
+
+    def apply(ckpt: Path) -> None:
+        part = state_partitions(ckpt)[0]
+        zips = versions_with(part, "zip")
+        if not zips:
+            raise SkipCase("no RocksDB zip")
+        ssts = _zip_ssts(part / f"{zips[-1]}.zip")
+        if not ssts:
+            raise SkipCase("the newest zip lists no SST")
+        path = part / "SSTs" / ssts[0]
+        data = bytearray(path.read_bytes())
+        (meta_offset, meta_size), (index_offset, index_size) = _sst_footer_handles(bytes(data))
+        # RocksDB writes data blocks, the filter (Spark turns the bloom filter on), the index, the properties and
+        # the metaindex, in this order: 10 bytes before a block are in the one written before it
+        at = {
+            "index": index_offset + index_size // 2,
+            "filter": index_offset - 10,
+            "properties": meta_offset - 10,
+            "metaindex": meta_offset + meta_size // 2,
+        }.get(block, min(16, index_offset // 2))
+        data[at] ^= 0xFF
+        rewrite(path, bytes(data), drop_crc=True)
+
+    return apply
+
+
 def _rocksdb_zip_flipped(ckpt: Path) -> None:
     """One flipped byte, size unchanged, in the middle of partition 0's newest zip (its Hadoop .crc kept)."""
     part = state_partitions(ckpt)[0]
@@ -860,23 +907,20 @@ _CASES = [
         _rocksdb_zip_flipped,
         "one byte flipped in partition 0's newest zip (size unchanged, Hadoop .crc kept)",
     ),
-    # one flipped SST byte: 4.3 restarted with changelog checkpointing on and failed with it off (damage hunt of
-    # 2026-11-26: CANNOT_LOAD_STATE_STORE, Hadoop ChecksumException / RocksDB block checksum mismatch), so the
-    # audit says it cannot tell (recorded: with changelogs 3.5-4.1 fail, 4.2 restarts; without, all fail)
+    # one flipped SST byte, its Hadoop .crc kept: Hadoop's ChecksumException while Spark copies the SST stops the
+    # load of that zip; 4.2+ with changelog checkpointing load an older zip plus changelogs instead (recorded:
+    # with changelogs 3.5-4.1 fail, 4.2 and 4.3 restart with correct aggregates; without, all fail)
     DamageCase(
         "rocksdb_sst_flipped_byte",
         "agg_rocksdb_cl",
         _rocksdb_sst_flipped,
         "one byte flipped in an SST of the newest zip (size unchanged, Hadoop .crc kept)",
-        expect_rule="STATE-SST-CORRUPT",
-        unknown="STATE-SST-CORRUPT",
     ),
     DamageCase(
         "rocksdb_sst_flipped_byte_no_changelog",
         "agg_rocksdb",
         _rocksdb_sst_flipped,
         "one byte flipped in an SST of the newest zip, changelog checkpointing off (Hadoop .crc kept)",
-        unknown="STATE-SST-CORRUPT",
     ),
     # RocksDB without changelog checkpointing: Spark's auto snapshot repair (4.2+) needs changelogs
     # (RocksDB.allowAutoSnapshotRepair), so the newest zip's own error stops the load on every version (damage hunt
@@ -892,6 +936,59 @@ _CASES = [
         "agg_rocksdb",
         _rocksdb_zip_missing,
         "partition 0's newest zip deleted, changelog checkpointing off",
+    ),
+    # one flipped byte in an SST without its Hadoop .crc (as on an object store): RocksDB's own block checksums.
+    # The index block is read when RocksDB opens the table: every load of that zip fails (4.2+ with changelogs
+    # load an older zip instead). A data block is read only when a lookup, a scan or a compaction reaches it:
+    # recorded both ways (3.5.9 without changelogs restarted correctly; every other run failed), so unknown
+    DamageCase(
+        "rocksdb_sst_index_flipped_no_crc",
+        "agg_rocksdb_cl",
+        _rocksdb_sst_block_flipped("index"),
+        "one byte flipped in the index block of an SST of partition 0's newest zip, its .crc dropped",
+    ),
+    DamageCase(
+        "rocksdb_sst_index_flipped_no_crc_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_block_flipped("index"),
+        "one byte flipped in the index block of an SST of partition 0's newest zip, its .crc dropped, "
+        "changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_sst_filter_flipped_no_crc_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_block_flipped("filter"),
+        "one byte flipped in the bloom filter block of an SST of partition 0's newest zip, its .crc dropped, "
+        "changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_sst_properties_flipped_no_crc_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_block_flipped("properties"),
+        "one byte flipped in the properties block of an SST of partition 0's newest zip, its .crc dropped, "
+        "changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_sst_metaindex_flipped_no_crc_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_block_flipped("metaindex"),
+        "one byte flipped in the metaindex block of an SST of partition 0's newest zip, its .crc dropped, "
+        "changelog checkpointing off",
+    ),
+    DamageCase(
+        "rocksdb_sst_data_flipped_no_crc",
+        "agg_rocksdb_cl",
+        _rocksdb_sst_block_flipped("data"),
+        "one byte flipped in the first data block of an SST of partition 0's newest zip, its .crc dropped",
+        unknown="STATE-SST-CORRUPT",
+    ),
+    DamageCase(
+        "rocksdb_sst_data_flipped_no_crc_no_changelog",
+        "agg_rocksdb",
+        _rocksdb_sst_block_flipped("data"),
+        "one byte flipped in the first data block of an SST of partition 0's newest zip, its .crc dropped, "
+        "changelog checkpointing off",
+        unknown="STATE-SST-CORRUPT",
     ),
     DamageCase(
         "rocksdb_sst_missing_no_changelog",
