@@ -332,7 +332,7 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str, replay: str | None 
     if K == L and _is_state_pointer(ck.read(ck.commits.path_of(L))):
         raise CannotFix(
             f"{why}, and commits/{L} is a state pointer (stateUniqueIds, state checkpoint format v2), which repair "
-            f"does not judge: restore offsets/{L} from a backup, or roll back to batch {L - 1} "
+            f"does not judge: restore the damaged file from a backup, or roll back to batch {L - 1} "
             f"(`ckptfix rollback {ck.location.url} --to-batch {L - 1}`; for a file sink add `--sink OUT --with-sink`)"
         )
     _no_replan(fc, L, why)
@@ -950,4 +950,20 @@ def crc_orphans(fc: FixContext, finding: Finding) -> list[str]:
             f"sidecar without {o.log}/{o.target}; Spark's rename of its new entry {o.batch} onto it would fail",
             finding.rule_id,
         )
-    return [f"Spark writes {', '.join(f'{o.log}/{o.target}' for o in doomed)} without a leftover sidecar in the way"]
+    effects = [f"Spark writes {', '.join(f'{o.log}/{o.target}' for o in doomed)} without a leftover sidecar in the way"]
+    # what the deleted data file (the damage, not this plan) makes Spark run again: the plan says it too
+    ck = fc.ckpt
+    L, K = ck.offsets.latest, ck.commits.latest
+    if L is None or fc.builder.touches(ck.offsets.files.get(L, "")) or fc.builder.touches(ck.commits.files.get(L, "")):
+        return effects  # no batch, or another fix of this plan re-plans the latest batch and says what that re-runs
+    if K == L - 1 and any(o.log == layout.COMMITS and o.batch == L for o in doomed):
+        effects.append(
+            f"batch {L} has no commit: Spark re-runs it with its recorded offsets; {_again(fc, L - 1, L, L)}"
+        )
+    elif (
+        K == L
+        and any(o.log == layout.OFFSETS and o.batch == L + 1 for o in doomed)
+        and _replayed(fc, L, None) not in (None, "no input file")
+    ):
+        effects.append(f"batch {L + 1} is planned anew from offsets/{L}: {_again(fc, L, None, L + 1)}")
+    return effects

@@ -785,3 +785,22 @@ def test_commit_ahead_over_an_uncommitted_batch_announces_both_replays(tmp_path:
     assert ops(plan) == [("delete", "commits/6"), ("delete", "commits/.6.crc")]
     one_effect(plan, "re-runs batch 5", "(entries 5..5)", "batch 6 ran before its offset file was lost")
     one_effect(plan, "(entries 6..6)")
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("commit_latest_deleted_crc_left", "batch 6 has no commit: Spark re-runs it with its recorded offsets"),
+        ("latest_batch_deleted_crcs_left", "batch 6 is planned anew from offsets/5"),
+    ],
+)
+def test_an_orphan_sidecar_plan_says_what_the_lost_file_makes_spark_run_again(
+    tmp_path: Path, case: str, words: str
+) -> None:
+    """commits/6 deleted with its .crc left: the plan deleted the sidecar and said only that; Spark then re-ran
+    batch 6 and file 6 reached the append sink twice (Spark 4.3, repair sweep of 2026-11-27)."""
+    ckpt, _ = extract("stateless", tmp_path / "x")  # batches 0..6, one input file each
+    CASES[case].apply(ckpt)
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    one_effect(plan, words, "1 input file(s) of sources/0 (entries 6..6)")

@@ -94,14 +94,14 @@ LIVE: dict[str, Live] = {
     "noncanonical": Live("offset_noncanonical_name", "FileNotFoundException", 0, "nothing re-runs"),
     # a deleted entry's .crc left behind: the repair deletes the sidecar; Spark then re-runs batch L (5 rows again)
     "commit_deleted_crc_left": Live(
-        "commit_latest_deleted_crc_left", "Multiple streaming queries are concurrently using", 5, "leftover sidecar"
+        "commit_latest_deleted_crc_left", "Multiple streaming queries are concurrently using", 5, "re-runs it"
     ),
     # offsets/L and commits/L gone: Spark plans batch L again from offsets/L-1 (batch L's file again: 5 rows)
     "batch_deleted_crcs_left": Live(
         "latest_batch_deleted_crcs_left",
         "Multiple streaming queries are concurrently using",
         5,
-        "leftover sidecar",
+        "is planned anew from offsets/5",
         scenario="stateless",
     ),
     # the file source's entry of batch L gone: offsets/L and commits/L go, Spark plans batch L again and lists its file
