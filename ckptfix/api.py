@@ -143,6 +143,7 @@ class RepairPlan:
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     target_spark: str | None = None
+    session_conf: dict[str, str] = field(default_factory=dict)  # the restarting session's confs (audit_after's too)
 
     @property
     def empty(self) -> bool:
@@ -179,7 +180,7 @@ class RepairPlan:
 
     def audit_after(self) -> Report:
         """Audit the checkpoint again (after :meth:`apply`)."""
-        return audit(self.url, self.target_spark, storage_options=self.storage_options)
+        return audit(self.url, self.target_spark, storage_options=self.storage_options, session_conf=self.session_conf)
 
 
 def plan_repair(
@@ -192,10 +193,13 @@ def plan_repair(
     strategy: str | None = None,
     query_id: str | None = None,
     accept_edits: bool = False,
+    session_conf: Mapping[str, str] | None = None,
 ) -> RepairPlan:
     """The plan ``ckptfix repair`` shows: a fix for every error finding that has one. ``query_id`` and
     ``accept_edits`` are ``repair --query-id`` (the query id to restore a missing metadata file with) and
-    ``--accept-edits`` (keep log files edited after Spark wrote them, regenerating their .crc sidecars)."""
+    ``--accept-edits`` (keep log files edited after Spark wrote them, regenerating their .crc sidecars);
+    ``session_conf`` the confs of the session that will restart the query (``repair --conf``, as for
+    :func:`audit`)."""
     from ckptfix.repair.planning import STRATEGIES
     from ckptfix.repair.planning import plan_repair as make_plan
 
@@ -208,8 +212,9 @@ def plan_repair(
         sink_path=sink_path,
         stateful=stateful,
         options={"query_id": query_id, "accept_edits": accept_edits},
+        session_conf=check_session_conf(session_conf or {}),
     )
-    return RepairPlan(plan, report, unfixed, url, opts, target_spark)
+    return RepairPlan(plan, report, unfixed, url, opts, target_spark, dict(session_conf or {}))
 
 
 @dataclass

@@ -27,6 +27,8 @@ from ckptfix.cli.common import (
     StorageOption,
     TargetSparkOption,
     choices,
+    conf_option,
+    conf_pairs,
     dry_run_hint,
     emit,
     err,
@@ -180,6 +182,9 @@ def repair(
     ),
     sink: str | None = SinkOption,
     stateful: bool | None = StatefulOption,
+    conf: list[str] = conf_option(
+        "A conf of the session that will restart the query, as for `ckptfix audit --conf` (repeat)."
+    ),
     backup_dir: str | None = BackupOption,
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,
@@ -193,6 +198,7 @@ def repair(
     Exit 0: nothing left unfixed; 1: some error findings have no safe automatic fix; 2: bad input.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
+    session_conf = conf_pairs(conf)
     plan, _report, unfixed = plan_repair(
         checkpoint,
         target_spark,
@@ -201,6 +207,7 @@ def repair(
         sink_path=sink,
         stateful=stateful,
         options={"query_id": query_id, "accept_edits": accept_edits},
+        session_conf=session_conf,
     )
     carry_out(
         fmt,
@@ -214,7 +221,12 @@ def repair(
         force=force,
         idle_seconds=idle_seconds,
         audit_after=lambda: run_audit(
-            checkpoint, target_spark, storage_options=opts, sink_path=sink, stateful=stateful
+            checkpoint,
+            target_spark,
+            storage_options=opts,
+            sink_path=sink,
+            stateful=stateful,
+            session_conf=session_conf,
         ),
         quiet=quiet,
     )

@@ -49,8 +49,11 @@ def plan_repair(
     sink_path: str | None = None,
     stateful: bool | None = None,
     options: Mapping[str, Any] | None = None,
+    session_conf: Mapping[str, str] | None = None,
 ) -> tuple[Plan, Report, list[Unfixed]]:
-    """Audit, then plan a fix for every error finding that has a planner.
+    """Audit, then plan a fix for every error finding that has a planner. ``session_conf``: the confs of the
+    session that will restart the query (as ``audit --conf``), which decide some verdicts (e.g. whether 4.2+
+    falls back from a damaged snapshot).
 
     Returns the plan, the audit it answers, and the reasons for findings left unfixed."""
     _load_planners()
@@ -61,11 +64,22 @@ def plan_repair(
         options["query_id"] = metadata_format.parse_query_id(options["query_id"])
     target = parse_target(target_spark)
     ckpt = Checkpoint.open(url, storage_options)
+    conf = dict(session_conf or {})
     report = audit(
-        url, target.label, storage_options=storage_options, sink_path=sink_path, stateful=stateful, checkpoint=ckpt
+        url,
+        target.label,
+        storage_options=storage_options,
+        sink_path=sink_path,
+        stateful=stateful,
+        checkpoint=ckpt,
+        session_conf=conf,
     )
     ctx = AuditContext(
-        ckpt, target, sink=open_sink(sink_path, storage_options) if sink_path else None, stateful=stateful
+        ckpt,
+        target,
+        sink=open_sink(sink_path, storage_options) if sink_path else None,
+        stateful=stateful,
+        session_conf=conf,
     )
     builder = PlanBuilder(ckpt, target.label)
     fc = FixContext(ckpt, report, ctx, builder, strategy, options)
@@ -98,7 +112,7 @@ def plan_repair(
         done.add(finding.rule_id)
         fixed.append(finding.rule_id)
     if unfixed and builder.actions:  # a finding one planner could not fix may be gone after another's actions
-        unfixed = _still_failing(unfixed, builder, ckpt, url, target.label, storage_options, sink_path, stateful)
+        unfixed = _still_failing(unfixed, builder, ckpt, url, target.label, storage_options, sink_path, stateful, conf)
     summary = "; ".join(fixed) if fixed else "nothing to fix automatically"
     # two fixes may find the same outcome (LOG-ASYNC-GAP and LOG-COMMIT-AHEAD both lead to one resume): say it once
     plan = builder.build(summary, fixed, list(dict.fromkeys(effects)), [str(u) for u in unfixed])
@@ -114,6 +128,7 @@ def _still_failing(
     storage_options: Mapping[str, Any] | None,
     sink_path: str | None,
     stateful: bool | None,
+    session_conf: Mapping[str, str],
 ) -> list[Unfixed]:
     """The unfixed findings whose rule still finds an error once the plan is carried out (audited on the planned
     checkpoint): ``--strategy truncate`` deletes a damaged latest offset file while fixing LOG-ASYNC-GAP, so the
@@ -127,6 +142,7 @@ def _still_failing(
         sink_path=sink_path,
         stateful=stateful,
         checkpoint=ckpt.planned(writes, deletes),
+        session_conf=session_conf,
     )
     failing = {f.rule_id for f in after.findings if f.severity == "error"}
     return [u for u in unfixed if u.rule_id in failing]

@@ -57,3 +57,33 @@ def test_without_changelogs_nothing_older_reaches_the_version(tmp_path: Path) ->
     _plan, _report, unfixed = plan_repair(str(ckpt), "3.5")
     assert [u.rule_id for u in unfixed] == ["STATE-SST-CORRUPT"], unfixed
     assert "found a damaged one" in unfixed[0].reason and "rollback" in unfixed[0].reason, unfixed[0].reason
+
+
+def test_repair_takes_the_restarting_sessions_conf(tmp_path: Path) -> None:
+    """Spark 4.2+ with changelog checkpointing loads an older zip past the damaged SST by itself (recorded on
+    4.2.1), unless the session turns its auto snapshot repair off: `repair --conf` plans for that session, as
+    `audit --conf` judges it, and `--apply` checks the result with the same conf."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ckptfix.cli.main import app
+
+    case = CASES["rocksdb_sst_index_flipped_no_crc"]
+    ckpt = extract("4.2.1", case.scenario, tmp_path / "bad")
+    case.apply(ckpt)
+    off = ["--conf", "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled=false"]
+    runner = CliRunner()
+    plain = runner.invoke(app, ["repair", str(ckpt), "--target-spark", "4.2", "--format", "json"])
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(plain.stdout)["plan"]["actions"] == []  # 4.2 restarts it as it is
+    audited = runner.invoke(app, ["audit", str(ckpt), "--target-spark", "4.2", *off])
+    assert audited.exit_code == 1 and "block checksum mismatch" in audited.stdout, audited.output
+    planned = runner.invoke(app, ["repair", str(ckpt), "--target-spark", "4.2", *off, "--format", "json"])
+    assert planned.exit_code == 0, planned.output
+    assert json.loads(planned.stdout)["plan"]["actions"], planned.stdout
+    applied = runner.invoke(
+        app, ["repair", str(ckpt), "--target-spark", "4.2", *off, "--apply", "--force", "--idle-seconds", "0"]
+    )
+    assert applied.exit_code == 0, applied.output
+    assert audit(str(ckpt), "4.2", session_conf=dict([off[1].split("=")])).verdict.restarts is True
