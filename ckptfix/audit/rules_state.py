@@ -84,7 +84,8 @@ SST_MISSING = define(
     "error",
     "An SST file that a RocksDB zip lists is missing or has the wrong size",
     "RocksDB zips hold only metadata; the SST files in SSTs/ hold the data and must match the listed sizes.",
-    "Restore the SST from a backup, or load an older zip plus changelogs (`ckptfix state rebuild`).",
+    "`ckptfix repair`, when an older zip and every changelog after it exist (changelog checkpointing): it writes "
+    "the version again from them (as `ckptfix state rebuild` does); otherwise restore the SST from a backup.",
 )
 SST_CORRUPT = define(
     "STATE-SST-CORRUPT",
@@ -99,8 +100,9 @@ SST_CORRUPT = define(
     "it, a scan or a compaction reaches it: at the restart or later, so that verdict is unknown. The audit checks "
     "the sidecar where there is one and every block's checksum where there is none (no RocksDB needed); audit "
     "--deep also reads every key through RocksDB.",
-    "Load an older zip plus changelogs (`ckptfix state rebuild`), restore the SST from a backup, or roll back "
-    "(`ckptfix rollback`).",
+    "`ckptfix repair`, when an older zip and every changelog after it exist (changelog checkpointing): it writes "
+    "the version again from them (as `ckptfix state rebuild` does); otherwise restore the SST from a backup, or "
+    "roll back before the zip that lists it (`ckptfix rollback`).",
 )
 CHECKSUM = define(
     "STATE-CHECKSUM-MISMATCH",
