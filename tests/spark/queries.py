@@ -187,6 +187,20 @@ SCENARIOS: dict[str, Scenario] = {
             stateful=True,
             base_files=8,
         ),
+        # the aggregation with state checkpoint format v2 (4.x only: RocksDB with changelog checkpointing; unique ids
+        # in the state file names, named by the commit log)
+        Scenario(
+            "agg_v2",
+            _build_agg,
+            confs={
+                "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+                "spark.sql.streaming.stateStore.minDeltasForSnapshot": "3",
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+                "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+            },
+            stateful=True,
+            base_files=8,
+        ),
         Scenario("filesink", _build_filesink, sink="file"),
         # state checkpoint format v2 (4.x only: RocksDB with changelog checkpointing)
         Scenario(
