@@ -208,9 +208,16 @@ _SOURCE_ID = re.compile(r"^[A-Za-z0-9_.$-]+$")  # ordinals and user-given source
 def _parse_finding(ctx: AuditContext, log: str, batch: int, exc: FormatError, stage: int) -> Finding:
     rel = f"{log}/{batch}"
     spark = E.log_parse_error(ctx.target, log, rel, exc)
-    rule = LOG_VERSION if isinstance(exc, UnsupportedVersion) else LOG_UNREADABLE
-    return rule.finding(
-        f"{rel} cannot be read: expected {exc.expected}, found {exc.found}",
+    # a version above every one a Spark release writes (the parser knows them all): damage far more likely than
+    # a Spark newer than 4.3, so it is fixed like any unreadable entry, not "restart with a newer Spark"
+    message = f"{rel} cannot be read: expected {exc.expected}, found {exc.found}"
+    if isinstance(exc, UnsupportedVersion):
+        message += (
+            " (no Spark release up to 4.3 writes that version: the file is damaged, unless a newer Spark wrote it, "
+            "which would then be the one to restart with)"
+        )
+    return LOG_UNREADABLE.finding(
+        message,
         [Evidence(ctx.ckpt.display(exc_rel(ctx, log, batch)), exc.offset, exc.expected, exc.found)],
         spark_error=spark,
         stage=stage,

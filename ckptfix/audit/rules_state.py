@@ -129,7 +129,9 @@ V2_IDS_MISSING = define(
     "v1 way and fails: it takes snapshot versions from zip names (`N_<uuid>.zip`: CANNOT_LOAD_STATE_STORE, "
     '`NumberFormatException: For input string: "N_<uuid>"`, seen on 4.3) or, with no zip yet, replays changelogs '
     "from version 1 (`1.changelog does not exist`, recorded on 4.0.5-4.3).",
-    "Restore the commit from a backup: its ids name which attempt's files the batch committed.",
+    "Restore the commit from a backup: its ids name which attempt's files the batch committed. Or roll back to "
+    "the batch before it (`ckptfix rollback CKPT --to-batch N`, with `--sink OUT --with-sink` when a file sink "
+    "holds the batch): Spark runs the batch again.",
 )
 STATE_TRAILING = define(
     "STATE-FILE-TRAILING-BYTES",

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckptfix import layout
 from ckptfix.audit.model import Finding
-from ckptfix.errors import CannotFix, CkptfixError, FormatError, UnsupportedVersion
+from ckptfix.errors import CannotFix, CkptfixError, FormatError
 from ckptfix.formats import commitlog, hadoopcrc, offsetlog
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.formats.offsetlog import file_source_log_offset
@@ -460,6 +460,9 @@ def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
 
 
 def _damaged(fc: FixContext) -> list[tuple[str, int]]:
+    """The latest offset/commit files (and the offset file before the latest) that do not parse. A version header
+    above every one a Spark release writes (the parser's UnsupportedVersion) counts: the audit reports it as
+    damage (LOG-UNREADABLE), unlike a version the target Spark is merely too old for (LOG-VERSION-TOO-NEW)."""
     ck = fc.ckpt
     L, K = ck.offsets.latest, ck.commits.latest
     out: list[tuple[str, int]] = []
@@ -467,15 +470,11 @@ def _damaged(fc: FixContext) -> list[tuple[str, int]]:
         if b is not None and b >= 0 and b in ck.offsets.files:
             try:
                 ck.offset(b)
-            except UnsupportedVersion:
-                continue  # LOG-VERSION-TOO-NEW, not damage
             except FormatError:
                 out.append(("offsets", b))
     if K is not None and K in ck.commits.files:
         try:
             ck.commit(K)
-        except UnsupportedVersion:
-            pass
         except FormatError:
             out.append(("commits", K))
     return out

@@ -8,6 +8,8 @@ restart. A damaged or missing delta/changelog has no such way around it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ckptfix.audit.model import Finding
 from ckptfix.checkpoint import StoreDir
 from ckptfix.errors import CannotFix, FormatError
@@ -38,6 +40,7 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
         raise CannotFix("the restart loads no state version")
     store = _store_of(fc, finding)
     mark = fc.builder.mark()
+    sel = None
     try:
         sel = select(
             fc.ckpt,
@@ -51,8 +54,7 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
     except FormatError as exc:
         fc.builder.rollback(mark)
         raise CannotFix(
-            f"version {N} of {store.rel} cannot be rebuilt: {exc} (restore the file from a backup, or roll back "
-            "before it with `ckptfix rollback`)"
+            f"version {N} of {store.rel} cannot be rebuilt: {exc} ({_otherwise(fc, sel, store, N)})"
         ) from None
     if not result.written:
         raise CannotFix(f"version {N} of {store.rel} already loads from a good snapshot")
@@ -60,3 +62,23 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
         f"{store.rel}: Spark loads state version {N} from a snapshot ckptfix writes from {result.chain} "
         f"({result.keys} keys; {RULE}); no batch re-runs"
     ]
+
+
+def _otherwise(fc: FixContext, sel: Any, store: StoreDir, N: int) -> str:
+    """What is left when version N cannot be rebuilt: a backup, or a rollback to the newest older version whose
+    every file verifies (``state ls --verify``'s facts: zips that share a damaged SST do not count), or, when no
+    older version loads either, a new checkpoint."""
+    from ckptfix.state.inventory import verified_loadable
+
+    head = "restore the file from a backup"
+    older = [v for v in verified_loadable(sel, store) if v < N] if sel is not None else []
+    if not older:
+        return (
+            f"{head}; no older version of {store.rel} loads either, so without it only a new checkpoint restarts "
+            "the query (`ckptfix offsets export` carries the source offsets over)"
+        )
+    v = max(older)
+    return (
+        f"{head}, or roll back to batch {v - 1} (`ckptfix rollback {fc.ckpt.location.url} --to-batch {v - 1}`: the "
+        f"newest version of {store.rel} that loads is {v}; Spark runs batches {v}.. again)"
+    )

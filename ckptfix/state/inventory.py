@@ -192,6 +192,11 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
     return status
 
 
+def verified_loadable(sel: Any, store: Any) -> list[int]:
+    """The versions of one store whose every file verifies (what ``state ls --verify`` calls loadable)."""
+    return _store_status(sel, store, True).loadable
+
+
 def _loads(sel: Any, store: Any, version: int) -> bool:
     try:
         store_chain(sel, store, version)
@@ -237,4 +242,4 @@ def _file_problem(sel: Any, store: Any, step: chains.Step) -> str | None:
     return None if bad is None else str(bad)
 
 
-__all__ = ["StateListing", "list_state", "ranges"]
+__all__ = ["StateListing", "list_state", "ranges", "verified_loadable"]

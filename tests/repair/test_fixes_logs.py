@@ -804,3 +804,22 @@ def test_an_orphan_sidecar_plan_says_what_the_lost_file_makes_spark_run_again(
     plan, unfixed = plan_of(ckpt)
     assert unfixed == []
     one_effect(plan, words, "1 input file(s) of sources/0 (entries 6..6)")
+
+
+@pytest.mark.parametrize("name", ["offset_latest_v99", "commit_latest_v99"])
+def test_a_version_no_spark_writes_is_damage_the_repair_fixes(tmp_path: Path, name: str) -> None:
+    """`v99` is no log version any Spark release writes (3.5-4.3 write offsets up to v2, commits up to v3): it was
+    reported as LOG-VERSION-TOO-NEW with the circular advice to restart with a Spark that reads it. It is damage
+    (LOG-UNREADABLE), fixed like an unreadable latest file; live proof in test_fixes_spark.py (offset_v99,
+    commit_v99)."""
+    with tarfile.open(FIXTURES / "stateless.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    CASES[name].apply(ckpt)
+    before = audit(str(ckpt), "3.5")
+    assert before.verdict.restarts is False and before.verdict.blocking_rule == "LOG-UNREADABLE", before.verdict
+    assert "no Spark release up to 4.3 writes that version" in before.findings[0].message
+    plan, _report, unfixed = plan_repair(str(ckpt), "3.5")
+    assert unfixed == [] and not plan.empty, unfixed
+    engine.apply(plan, Location(str(ckpt)), Location(str(tmp_path / "bk")), idle_seconds=0)
+    assert audit(str(ckpt), "3.5").verdict.restarts is True

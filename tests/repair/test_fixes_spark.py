@@ -91,6 +91,9 @@ LIVE: dict[str, Live] = {
         {"strategy": "truncate"},
         scenario="filesink",
     ),
+    # a version header no Spark writes is damage (LOG-UNREADABLE), fixed like an unreadable latest file
+    "offset_v99": Live("offset_latest_v99", "INVALID_LOG_VERSION", 5, "1 input file(s)"),
+    "commit_v99": Live("commit_latest_v99", "INVALID_LOG_VERSION", 0, "no batch re-runs"),
     "noncanonical": Live("offset_noncanonical_name", "FileNotFoundException", 0, "nothing re-runs"),
     # a deleted entry's .crc left behind: the repair deletes the sidecar; Spark then re-runs batch L (5 rows again)
     "commit_deleted_crc_left": Live(

@@ -56,7 +56,21 @@ def test_without_changelogs_nothing_older_reaches_the_version(tmp_path: Path) ->
     case.apply(ckpt)
     _plan, _report, unfixed = plan_repair(str(ckpt), "3.5")
     assert [u.rule_id for u in unfixed] == ["STATE-SST-CORRUPT"], unfixed
-    assert "found a damaged one" in unfixed[0].reason and "rollback" in unfixed[0].reason, unfixed[0].reason
+    reason = unfixed[0].reason
+    # version 1's zip lists no SST the damaged table (written later) is one of: a rollback to batch 0 loads it
+    assert "found a damaged one" in reason and f"`ckptfix rollback {ckpt} --to-batch 0`" in reason, reason
+
+
+def test_when_no_older_version_loads_the_fix_says_so(tmp_path: Path) -> None:
+    """Every SST of the newest zips deleted: the older zips list them too, so no rollback loads (`rollback` refuses
+    every batch); the reason says so and names the way out, instead of a rollback that cannot work."""
+    case = CASES["rocksdb_sst_missing_no_changelog"]
+    ckpt = extract("3.5.9", case.scenario, tmp_path / "bad")
+    case.apply(ckpt)
+    _plan, _report, unfixed = plan_repair(str(ckpt), "3.5")
+    reason = unfixed[0].reason
+    assert "no older version of state/0/0 loads either" in reason and "ckptfix offsets export" in reason, reason
+    assert "--to-batch" not in reason, reason
 
 
 def test_repair_takes_the_restarting_sessions_conf(tmp_path: Path) -> None:
