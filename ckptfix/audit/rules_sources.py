@@ -37,8 +37,21 @@ SRC_UNREADABLE = define(
     "Restore the entry from a backup.",
 )
 
+SRC_BACKWARDS = define(
+    "SRC-OFFSET-BACKWARDS",
+    "error",
+    "A file source's offset in the latest offset file is below the one before it",
+    "At the restart Spark asks the file source for the latest batch's files, from the previous batch's log offset "
+    "to the latest one (getBatch, committed or not), and FileStreamSource asserts that the start is not after the "
+    "end: `java.lang.AssertionError: assertion failed` (seen on 4.3, damage hunt of 2026-11-27). Spark never "
+    "writes such an offset: the file was edited or damaged.",
+    "Restore the offset file from a backup, or delete it so Spark plans the batch again (`ckptfix rollback` to the "
+    "batch before it).",
+)
 
-def _present(log: LogDir, batch: int, interval: int) -> bool:
+
+def present(log: LogDir, batch: int, interval: int) -> bool:
+    """Whether a file-source log holds entry ``batch`` as Spark names it (``N.compact`` on compaction batches)."""
     if batch not in log.files:
         return False
     return (batch in log.compact) == is_compaction_batch(batch, interval)
@@ -66,7 +79,7 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
             restored = [b for b in range(max(0, (latest + 1) // interval * interval - 1), latest + 1)]
             first = max(0, (latest + 1) // interval * interval - 1)
             for b in range(first, latest + 1):
-                if not _present(log, b, interval):
+                if not present(log, b, interval):
                     name = f"{b}.compact" if is_compaction_batch(b, interval) else str(b)
                     yield SRC_MISSING.finding(
                         f"{log.rel}/{name} is missing; the source restores its file list from it",
@@ -80,11 +93,25 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
         start = -1
         if prev is not None:
             p = next((o for o in prev.offsets if o.source_id == src.source_id), None)
-            start = file_source_log_offset(p.json if p else None) or -1
+            found = file_source_log_offset(p.json if p else None)
+            start = -1 if found is None else found
+        if end < start:  # getBatch(start, end) of batch L at the restart: assert(startOffset <= endOffset)
+            yield SRC_BACKWARDS.finding(
+                f"offsets/{L} records source {src.source_id} at log entry {end}, below the {start} of offsets/{L - 1}",
+                [
+                    Evidence(ck.display(f"offsets/{L}"), expected=f"a logOffset >= {start}", found=str(end)),
+                    Evidence(ck.display(f"offsets/{L - 1}"), note=f"logOffset {start}"),
+                ],
+                spark_error=SparkError("java.lang.AssertionError", None, "assertion failed"),
+                stage=60,
+            )
+            continue
         needed = list(range(start + 1, end + 1))
-        missing = [b for b in needed if not _present(log, b, interval)]
+        missing = [b for b in needed if not present(log, b, interval)]
         if missing:
-            err = E.batch_missing(start + 1) if len(missing) == len(needed) else SparkError(E.ISE, None, "don't exist")
+            # verifyBatchIds: "batches (9, 10) don't  exist (startId: ..." (two spaces in one of its two messages)
+            some = SparkError(E.ISE, None, f"batches ({', '.join(map(str, missing))}) don't")
+            err = E.batch_missing(start + 1) if len(missing) == len(needed) else some
             names = [f"{log.rel}/{b}{'.compact' if is_compaction_batch(b, interval) else ''}" for b in missing]
             yield SRC_MISSING.finding(
                 f"{', '.join(names[:3])} missing; batch {L} reads source {src.source_id} entries {start + 1}..{end}",

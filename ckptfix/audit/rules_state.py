@@ -228,6 +228,10 @@ class StoreCheck:
                         None,
                     )
                 )
+            elif fp.kind == "zip-header":
+                problem = self.zip_header(fp)
+                if problem is not None:
+                    return problem
             elif fp.kind == "sst-filter":
                 self.notes.append(
                     Problem(
@@ -254,6 +258,37 @@ class StoreCheck:
             else:
                 return self.fatal(fp, kind)
         return None
+
+    def zip_header(self, fp: FileProblem) -> Problem | None:
+        """A zip whose metadata says ``v2``: what Spark 4.0 writes with checkpoint format v2 (its
+        RocksDBCheckpointMetadata.VERSION is the session's checkpointFormatVersion, and it reads only that one);
+        4.1+ read only ``v1`` (``javap`` of 4.1.4-4.3.0). 4.2+ with auto snapshot repair load the state another way
+        (seen on 4.3: a 4.0.5 format-v2 checkpoint restarted with the right aggregates): a warning."""
+        found = int(fp.found.lstrip("v"))
+        target = self.ctx.target
+        expected = 1
+        if target.at_least(4, 0) and not target.at_least(4, 1):
+            told = self.ctx.session_conf.get(chains.FORMAT_VERSION_CONF, "").strip()
+            expected = int(told) if told.isdigit() else 2 if self.ctx.ckpt.state_format_v2() else 1
+        if found == expected:
+            return None
+        message = f"{fp.rel}'s metadata is v{found} (written by Spark 4.0 with checkpoint format v{found}); Spark "
+        message += f"{target.label} reads only v{expected}"
+        ev = (Evidence(fp.where, 0, f"v{expected}", f"v{found}"),)
+        if target.falls_back_from_corrupt_snapshot and chains.skips_bad_snapshot(
+            self.store, self.provider, self.ctx.session_conf
+        ):
+            self.notes.append(
+                Problem(
+                    FILE_CORRUPT.id,
+                    f"{message}: it loads the state from older files instead (auto snapshot repair)",
+                    ev,
+                    None,
+                    "warning",
+                )
+            )
+            return None
+        return Problem(FILE_CORRUPT.id, message, ev, E.cannot_read_zip_metadata(expected, found))
 
     def fatal(self, fp: FileProblem, kind: str) -> Problem:
         ev = (Evidence(self.display(fp.rel), fp.offset, fp.expected, fp.found),)

@@ -212,6 +212,18 @@ def zip_truncated() -> SparkError:
     return SparkError("java.io.EOFException", None, "Unexpected end of ZLIB input stream")
 
 
+def cannot_read_zip_metadata(expected: int, found: int) -> SparkError:
+    """``RocksDBCheckpointMetadata.readFromFile`` wants the header ``v<VERSION>`` exactly (VERSION: 1 on 4.1+;
+    on 4.0 the session's checkpointFormatVersion), error-conditions.json of 4.3:
+    CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT "Cannot read RocksDB checkpoint metadata. Expected
+    <expectedVersion>, but found <actualVersion>."."""
+    return SparkError(
+        "org.apache.spark.SparkException",
+        "CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT",
+        f"Expected v{expected}, but found v{found}",
+    )
+
+
 def rocksdb_corruption(message: str) -> SparkError:
     """RocksDB refuses a table block whose checksum does not match when it opens the database (seen on 4.3 for a
     flipped index byte: ``org.rocksdb.RocksDBException: block checksum mismatch: stored = 3623834813, computed =

@@ -26,6 +26,9 @@ from ckptfix.formats.text import dumps, parse_json_object, parse_version, previe
 
 METADATA = "metadata"
 METADATA_VERSION = 1
+#: the header Spark 4.0.x writes: ``v<spark.sql.streaming.stateStore.checkpointFormatVersion>`` (its
+#: ``RocksDBCheckpointMetadata.VERSION`` is read from the conf; 4.1+ fix it at 1), so a format-v2 zip of 4.0 says v2
+MAX_METADATA_VERSION = 2
 ZIP_MAGIC = b"PK\x03\x04"
 EOCD_MAGIC = b"PK\x05\x06"
 EOCD_SIZE = 22  # end-of-central-directory record without its comment
@@ -59,6 +62,7 @@ class RocksDBMetadata:
     column_family_type_map: dict[str, bool] | None = None
     max_column_family_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # unknown keys, kept for rewrites
+    version: int = METADATA_VERSION  # the ``v<N>`` header (2 only from Spark 4.0 with checkpoint format v2)
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ def _file_entry(path: str, offset: int, item: Any, dfs_key: str) -> tuple[str, s
 def parse_metadata(data: bytes, path: str = "<metadata>") -> RocksDBMetadata:
     """Parse the ``metadata`` member (``v1`` line, then JSON)."""
     lines = split_lines(data)
-    parse_version(path, lines[0] if lines else None, METADATA_VERSION)
+    version = parse_version(path, lines[0] if lines else None, MAX_METADATA_VERSION)
     if len(lines) < 2:
         raise FormatError(path, len(data), "a JSON line after the version", "the end of the file", kind="truncated")
     body = lines[1]
@@ -144,6 +148,7 @@ def parse_metadata(data: bytes, path: str = "<metadata>") -> RocksDBMetadata:
         column_family_type_map=typed("columnFamilyTypeMap", dict),
         max_column_family_id=typed("maxColumnFamilyId", int),
         extra={k: v for k, v in obj.items() if k not in _KNOWN},
+        version=version,
     )
 
 
@@ -179,7 +184,7 @@ def dump_metadata(meta: RocksDBMetadata) -> bytes:
     }
     obj.update({k: v for k, v in optional.items() if v is not None})
     obj.update(meta.extra)
-    return b"v1\n" + dumps(obj).encode("utf-8")
+    return f"v{meta.version}\n".encode() + dumps(obj).encode("utf-8")
 
 
 # ---------------------------------------------------------------- the zip

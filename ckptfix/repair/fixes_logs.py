@@ -524,7 +524,7 @@ def _lost_source_entries(fc: FixContext, advice: str) -> list[str]:
     logs hold nothing after them (named ``sources/<k>/<ids>``; [] when none is gone). Raises :class:`CannotFix`
     (ending with ``advice``) when more is gone: an entry the restart restores the source's file list from (the
     latest compaction on, up to start), a later entry, or the whole log."""
-    from ckptfix.audit.rules_sources import _present
+    from ckptfix.audit.rules_sources import present
     from ckptfix.formats.compactlog import derive_compact_interval
 
     ck = fc.ckpt
@@ -549,11 +549,11 @@ def _lost_source_entries(fc: FixContext, advice: str) -> list[str]:
             found = file_source_log_offset(before)
             start = found if found is not None else -1
         interval = derive_compact_interval(sorted(log.compact))
-        if all(_present(log, b, interval) for b in range(start + 1, end + 1)):
+        if all(present(log, b, interval) for b in range(start + 1, end + 1)):
             continue
         later = [b for b in log.listed_ids if b > start]
         first = max(0, (start + 1) // interval * interval - 1)
-        gone = [b for b in range(first, start + 1) if not _present(log, b, interval)]
+        gone = [b for b in range(first, start + 1) if not present(log, b, interval)]
         if later or gone or prev is None:
             what = (
                 f"sources/{source}/{later[0]} exists"

@@ -27,7 +27,7 @@ FATAL = frozenset({"hadoop-crc", "checksum", "corrupt", "sst-missing", "sst-size
 #: damaged bytes that Spark's load does not notice (a batch reading them may fail later): an SST's data block
 LATENT = frozenset({"sst-blocks"})
 #: facts that do not make the file unusable (RocksDB reads a table whose filter block is damaged as one without)
-BENIGN = frozenset({"trailing", "unverifiable", "sst-filter"})
+BENIGN = frozenset({"trailing", "unverifiable", "sst-filter", "zip-header"})
 #: FormatError kinds of the codec layer meaning "cannot check", not "damaged"
 UNVERIFIABLE = ("unknown-codec", "missing-extra")
 
@@ -158,6 +158,8 @@ def _zip(
     except FormatError as exc:
         return [FileProblem(rel, "corrupt", exc.path, exc.offset, exc.expected, exc.found, error_kind=exc.kind)]
     out: list[FileProblem] = []
+    if meta.version != rocksdbzip.METADATA_VERSION:  # a fact: which Spark reads it is the audit's to say
+        out.append(FileProblem(rel, "zip-header", f"{display}!/metadata", 0, "v1", f"v{meta.version}"))
     bare: list[rocksdbzip.SstFile] = []  # SSTs without a Hadoop sidecar: only their own block checksums tell
     name = rel.rsplit("/", 1)[-1]
     for sst in meta.sst_files:
@@ -214,7 +216,7 @@ def _zip(
         if problem.kind in FATAL:
             return [problem]
         out.append(problem)
-    if deep and not out:
+    if deep and all(fp.kind in BENIGN for fp in out):
         out.extend(_blocks(ckpt, store, rel, data, meta.sst_files, merge_delimiter))
     return out
 

@@ -116,14 +116,34 @@ def test_a_deleted_newest_zip_without_changelogs_names_the_zip_to_restore(tmp_pa
     assert finding.fix.startswith(f"Restore {STORE}/3.zip from a backup")
 
 
-def test_ssts_without_a_sidecar_are_named_as_not_verified(tmp_path: Path) -> None:
-    """Without a Hadoop .crc (object stores keep none) the default audit cannot check an SST's bytes: a flipped
-    byte there stopped Spark 4.3 (damage hunts), so the audit says what it skipped instead of vouching for it."""
+def test_ssts_without_a_sidecar_are_checked_by_their_block_checksums(tmp_path: Path) -> None:
+    """Without a Hadoop .crc (object stores keep none) the default audit checks each SST against its own block
+    checksums (formats/sst.py): nothing is skipped, and one flipped index byte (which stopped every Spark's load,
+    tests/spark/damage.py rocksdb_sst_index_flipped_*) is found without RocksDB."""
     ckpt = unpack("agg_rocksdb", tmp_path)
-    assert not [s for s in audit(str(ckpt)).skipped if "SST" in s.reason]
     for crc in (ckpt / STORE / "SSTs").glob(".*.sst.crc"):
         crc.unlink()
     report = audit(str(ckpt))
     assert report.verdict.restarts is True
-    (skipped,) = [s for s in report.skipped if "SST" in s.reason]
-    assert f"{STORE}/3.zip" in skipped.reason and "audit --deep" in skipped.reason
+    assert not [s for s in report.skipped if "SST" in s.reason or "sst" in s.reason], report.skipped
+    with zipfile.ZipFile(ckpt / STORE / "3.zip") as zf:
+        meta = json.loads(zf.read("metadata").decode().split("\n", 1)[1])
+    sst = ckpt / STORE / "SSTs" / meta["sstFiles"][0]["dfsSstFileName"]
+    data = bytearray(sst.read_bytes())
+    foot = data[-53:]
+    pos, handles = 1, []
+    for _ in range(4):  # metaindex and index handles: four varint64s after the checksum type byte
+        value = shift = 0
+        while True:
+            byte = foot[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        handles.append(value)
+    data[handles[2] + handles[3] // 2] ^= 0xFF  # the middle of the index block
+    sst.write_bytes(bytes(data))
+    damaged = audit(str(ckpt))
+    assert damaged.verdict.restarts is False and damaged.verdict.blocking_rule == "STATE-SST-CORRUPT"
+    assert damaged.verdict.error is not None and "block checksum mismatch" in damaged.verdict.error.message

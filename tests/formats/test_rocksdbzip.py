@@ -183,8 +183,10 @@ def test_missing_metadata_member() -> None:
 
 
 def test_metadata_version_and_shape() -> None:
+    # v2: Spark 4.0 with checkpoint format v2 (tests/audit/test_zip_metadata_v2.py); v3 no Spark writes
+    assert rocksdbzip.parse(zip_of([("metadata", b'v2\n{"sstFiles":[]}')]), "4.zip").metadata.version == 2
     with pytest.raises(UnsupportedVersion):
-        rocksdbzip.parse(zip_of([("metadata", b'v2\n{"sstFiles":[]}')]), "4.zip")
+        rocksdbzip.parse(zip_of([("metadata", b'v3\n{"sstFiles":[]}')]), "4.zip")
     with pytest.raises(FormatError) as info:
         rocksdbzip.parse(zip_of([("metadata", b'v1\n{"sstFiles":[{"localFileName":1}]}')]), "4.zip")
     assert (info.value.kind, info.value.offset, info.value.path) == ("invalid-metadata", 3, "4.zip!/metadata")

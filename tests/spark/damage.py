@@ -321,6 +321,20 @@ def _offset_void_source(ckpt: Path) -> None:
     rewrite(path, "\n".join(lines))
 
 
+def _offset_source_moved_back(ckpt: Path) -> None:
+    """The file source's logOffset in offsets/L set one below offsets/L-1's (an edit; .crc dropped)."""
+    L = latest(ckpt, "offsets")
+    if L < 1:
+        raise SkipCase("no offset file before the latest")
+    prev = json.loads(_offset_lines(ckpt / "offsets" / str(L - 1))[2])["logOffset"]
+    if prev < 1:
+        raise SkipCase("the previous batch's logOffset is 0")
+    path = ckpt / "offsets" / str(L)
+    lines = _offset_lines(path)
+    lines[2] = json.dumps({"logOffset": prev - 1}, separators=(",", ":"))
+    rewrite(path, "\n".join(lines), drop_crc=True)
+
+
 def _offsets_all_deleted(ckpt: Path) -> None:
     for i in log_ids(ckpt, "offsets"):
         remove(ckpt / "offsets" / str(i))
@@ -790,6 +804,12 @@ _CASES = [
     DamageCase("offset_latest_metadata_empty", "stateless", _offset_metadata_empty, "offsets/L metadata line is empty"),
     DamageCase("offset_latest_bad_header", "stateless", _relabel("offsets", "x1"), "offsets/L header 'x1'"),
     DamageCase("offset_latest_v99", "stateless", _relabel("offsets", "v99"), "offsets/L header 'v99'"),
+    DamageCase(
+        "offset_source_moved_back",
+        "stateless",
+        _offset_source_moved_back,
+        "offsets/L's file-source logOffset edited to one below offsets/L-1's (.crc dropped)",
+    ),
     DamageCase("commit_latest_v99", "stateless", _relabel("commits", "v99"), "commits/L header 'v99'"),
     DamageCase("commit_latest_v1_only", "stateless", _truncate("commits", "v1"), "commits/L is just 'v1'"),
     # numbers no Spark writes (issue 16): what Spark makes of them decides what the audit must say
