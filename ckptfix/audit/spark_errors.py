@@ -106,6 +106,8 @@ def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -
             return exact_version(exc.version, 1)
         maximum = target.max_offset_version if log == "offsets" else target.max_commit_version
         return unsupported_version(target, exc.version, maximum)
+    if kind == "malformed-utf8":  # scala.io.Source's decoder reports malformed input
+        return SparkError("java.nio.charset.MalformedInputException", None, "Input length")
     if kind == "truncated-json":
         return SparkError(JSON_EOF, None, "Unexpected end-of-input")
     if kind in JSON_TOKEN_KINDS:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import dumps, long_field, parse_json_object, parse_version, split_lines
+from ckptfix.formats.text import dumps, long_field, parse_json_object, parse_version, split_lines, strict_utf8
 
 MAX_KNOWN_VERSION = 3
 _KNOWN = ("nextBatchWatermarkMs", "stateUniqueIds")
@@ -28,6 +28,7 @@ class CommitFile:
 
 
 def parse(data: bytes, path: str = "<commits>") -> CommitFile:
+    strict_utf8(data, path)
     lines = split_lines(data)
     if not lines:
         raise FormatError(path, 0, "a commit log entry", "an empty file", kind="empty")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import dumps, parse_json_object, parse_version, split_lines
+from ckptfix.formats.text import dumps, parse_json_object, parse_version, split_lines, strict_utf8
 
 MAX_KNOWN_VERSION = 1
 COMPACT_SUFFIX = ".compact"
@@ -24,6 +24,7 @@ class CompactLogFile:
 
 
 def parse(data: bytes, path: str = "<log>") -> CompactLogFile:
+    strict_utf8(data, path)
     lines = split_lines(data)
     if not lines:
         raise FormatError(path, 0, "a file log entry", "an empty file", kind="empty")

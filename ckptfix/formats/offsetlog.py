@@ -26,6 +26,7 @@ from ckptfix.formats.text import (
     parse_version,
     preview,
     split_lines,
+    strict_utf8,
 )
 
 MAX_KNOWN_VERSION = 2
@@ -86,6 +87,7 @@ def _metadata(path: str, line: Line) -> OffsetSeqMetadata:
 
 
 def parse(data: bytes, path: str = "<offsets>") -> OffsetFile:
+    strict_utf8(data, path)
     lines = split_lines(data)
     if not lines:
         raise FormatError(path, 0, "an offset log entry", "an empty file", kind="empty")

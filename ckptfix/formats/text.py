@@ -29,6 +29,18 @@ class Line:
         return self.data.decode("utf-8", errors="replace")
 
 
+def strict_utf8(data: bytes, path: str) -> None:
+    """HDFSMetadataLog's logs (offsets, commits, file-source and file-sink logs) are read through
+    ``scala.io.Source.fromInputStream(in, "UTF-8")``, whose decoder reports malformed input: one byte that is not
+    UTF-8 fails the read (``java.nio.charset.MalformedInputException: Input length = 1``; damage hunt of
+    2026-11-27, 4.3), whatever JSON it sits in."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        found = f"the byte 0x{data[exc.start]:02x}, which is not UTF-8"
+        raise FormatError(path, exc.start, "UTF-8 text", found, kind="malformed-utf8") from None
+
+
 def split_lines(data: bytes) -> list[Line]:
     """Split like Scala's getLines, remembering where each line starts."""
     lines: list[Line] = []

@@ -665,4 +665,5 @@ def test_fast_path_agrees_with_the_careful_decoder(
                 _careful_row(candidate, s, "p", 0)
             assert (careful.value.offset, careful.value.kind) == (exc.offset, exc.kind)
             continue
-        assert _careful_row(candidate, s, "p", 0) == fast
+        # compared by repr: a damaged double may decode to NaN, which equals no NaN (not even itself)
+        assert repr(_careful_row(candidate, s, "p", 0)) == repr(fast)

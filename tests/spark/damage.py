@@ -335,6 +335,21 @@ def _offset_source_moved_back(ckpt: Path) -> None:
     rewrite(path, "\n".join(lines), drop_crc=True)
 
 
+def _byte_not_utf8(log: str, marker: bytes) -> Callable[[Path], None]:
+    """The first byte of ``marker`` in the log's latest entry replaced by 0xFF (not UTF-8; the JSON stays
+    well-formed around it, as a flipped bit in a string would leave it); .crc dropped."""
+
+    def apply(ckpt: Path) -> None:
+        path = latest_file(ckpt, log)
+        data = path.read_bytes()
+        at = data.find(marker)
+        if at < 0:
+            raise SkipCase(f"no {marker!r} in {path.name}")
+        rewrite(path, data[:at] + b"\xff" + data[at + 1 :], drop_crc=True)
+
+    return apply
+
+
 def _offsets_all_deleted(ckpt: Path) -> None:
     for i in log_ids(ckpt, "offsets"):
         remove(ckpt / "offsets" / str(i))
@@ -804,6 +819,18 @@ _CASES = [
     DamageCase("offset_latest_metadata_empty", "stateless", _offset_metadata_empty, "offsets/L metadata line is empty"),
     DamageCase("offset_latest_bad_header", "stateless", _relabel("offsets", "x1"), "offsets/L header 'x1'"),
     DamageCase("offset_latest_v99", "stateless", _relabel("offsets", "v99"), "offsets/L header 'v99'"),
+    DamageCase(
+        "offset_latest_not_utf8",
+        "stateless",
+        _byte_not_utf8("offsets", b"org.apache"),
+        "a byte of offsets/L (in a conf value) replaced by 0xFF, not UTF-8 (.crc dropped)",
+    ),
+    DamageCase(
+        "source_log_latest_not_utf8",
+        "stateless",
+        _byte_not_utf8("sources/0", b"part-"),
+        "a byte of sources/0's latest entry (in a file name) replaced by 0xFF, not UTF-8 (.crc dropped)",
+    ),
     DamageCase(
         "offset_source_moved_back",
         "stateless",
