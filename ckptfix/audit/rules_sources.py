@@ -109,9 +109,7 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
         needed = list(range(start + 1, end + 1))
         missing = [b for b in needed if not present(log, b, interval)]
         if missing:
-            # verifyBatchIds: "batches (9, 10) don't  exist (startId: ..." (two spaces in one of its two messages)
-            some = SparkError(E.ISE, None, f"batches ({', '.join(map(str, missing))}) don't")
-            err = E.batch_missing(start + 1) if len(missing) == len(needed) else some
+            err = _some_missing(needed, missing)
             names = [f"{log.rel}/{b}{'.compact' if is_compaction_batch(b, interval) else ''}" for b in missing]
             yield SRC_MISSING.finding(
                 f"{', '.join(names[:3])} missing; batch {L} reads source {src.source_id} entries {start + 1}..{end}",
@@ -132,6 +130,24 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                     or SparkError(None, None, log.path_of(b)),
                     stage=60,
                 )
+
+
+def _some_missing(needed: list[int], missing: list[int]) -> SparkError:
+    """HDFSMetadataLog.verifyBatchIds(ids, Some(first), Some(last)) on the entries getBatch reads (from javap of
+    4.3 and Spark's messages, seen in the damage hunt of 2026-11-27): none there: "batch <first> doesn't exist";
+    the first ones missing: "batches (<first> .. <min present>) don't exist"; the last ones: "batches (<max present>
+    .. <last>) don't  exist" (two spaces; both ranges include the present id at their end); a gap between present
+    ones: "batches (<the gap>) don't exist"."""
+    present = [b for b in needed if b not in set(missing)]
+    if not present:
+        return E.batch_missing(needed[0])
+    if present[0] != needed[0]:
+        ids = range(needed[0], present[0] + 1)
+    elif present[-1] != needed[-1]:
+        ids = range(present[-1], needed[-1] + 1)
+    else:
+        return SparkError(E.ISE, None, f"don't exist (startId: Some({needed[0]}), endId: Some({needed[-1]}))")
+    return SparkError(E.ISE, None, f"batches ({', '.join(map(str, ids))}) don't")
 
 
 def _whole_log_missing(ctx: AuditContext, source_id: str, end: int) -> Finding:

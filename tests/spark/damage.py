@@ -350,6 +350,16 @@ def _byte_not_utf8(log: str, marker: bytes) -> Callable[[Path], None]:
     return apply
 
 
+def _offset_source_moved_forward(ckpt: Path) -> None:
+    """The file source's logOffset in offsets/L set one past the source log's newest entry (an edit; .crc
+    dropped): batch L's entries run beyond the log."""
+    path = latest_file(ckpt, "offsets")
+    lines = _offset_lines(path)
+    ahead = max(log_ids(ckpt, "sources/0"), default=-1) + 1
+    lines[2] = json.dumps({"logOffset": ahead}, separators=(",", ":"))
+    rewrite(path, "\n".join(lines), drop_crc=True)
+
+
 def _offsets_all_deleted(ckpt: Path) -> None:
     for i in log_ids(ckpt, "offsets"):
         remove(ckpt / "offsets" / str(i))
@@ -830,6 +840,12 @@ _CASES = [
         "stateless",
         _byte_not_utf8("sources/0", b"part-"),
         "a byte of sources/0's latest entry (in a file name) replaced by 0xFF, not UTF-8 (.crc dropped)",
+    ),
+    DamageCase(
+        "offset_source_moved_forward",
+        "stateless",
+        _offset_source_moved_forward,
+        "offsets/L's file-source logOffset edited to one past the source log's newest entry (.crc dropped)",
     ),
     DamageCase(
         "offset_source_moved_back",
