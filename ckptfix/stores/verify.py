@@ -205,9 +205,9 @@ def _zip(
                 ]
         else:
             bare.append(sst)
-    # then RocksDB opens the database: it reads each table's footer, metaindex, properties, filter and index
-    # blocks, and verifies their checksums (a flipped index byte failed every load, recorded 3.5.9-4.3); data
-    # blocks only when a lookup, a scan or a compaction reaches them
+    # then RocksDB opens the database: it reads each table's footer, metaindex, properties and index blocks and
+    # verifies their checksums (a flipped byte there failed every load, recorded 3.5.9-4.3); a filter block that
+    # fails its own it ignores; data blocks it reads only when a lookup, a scan or a compaction reaches them
     for sst in bare:
         sst_rel = f"{store.rel}/SSTs/{sst.dfs_sst_file_name}"
         problem = _sst_blocks(ckpt, sst_rel, rel)
@@ -249,8 +249,8 @@ def _sst_blocks(ckpt: Checkpoint, sst_rel: str, zip_rel: str) -> FileProblem | N
 def _rocksdb_message(damage: sstfile.BlockDamage) -> str:
     """The start of RocksDB's own message for this damage (``block checksum mismatch: stored = 3623834813, computed
     = 842994371, type = 4  in <local dir>/000015.sst offset 122 size 30``, seen on 4.3), or of a footer's."""
-    if damage.stored is None:
-        return "Corruption"
+    if damage.stored is None:  # the footer: RocksDB's "Bad table magic number: expected ..., found ... in <file>"
+        return "Bad table magic number" if "magic" in damage.expected else "Corruption"
     stored, computed, ctype = damage.stored, damage.computed, damage.checksum_type
     return f"block checksum mismatch: stored = {stored}, computed = {computed}, type = {ctype}"
 
