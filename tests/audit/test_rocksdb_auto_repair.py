@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ckptfix.audit import audit
+from tests.spark.damage import sst_footer_handles
 
 MATRIX = Path(__file__).resolve().parents[1] / "fixtures" / "matrix" / "4.3.0"
 STORE = "state/0/0"
@@ -130,19 +131,8 @@ def test_ssts_without_a_sidecar_are_checked_by_their_block_checksums(tmp_path: P
         meta = json.loads(zf.read("metadata").decode().split("\n", 1)[1])
     sst = ckpt / STORE / "SSTs" / meta["sstFiles"][0]["dfsSstFileName"]
     data = bytearray(sst.read_bytes())
-    foot = data[-53:]
-    pos, handles = 1, []
-    for _ in range(4):  # metaindex and index handles: four varint64s after the checksum type byte
-        value = shift = 0
-        while True:
-            byte = foot[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        handles.append(value)
-    data[handles[2] + handles[3] // 2] ^= 0xFF  # the middle of the index block
+    _meta, (index_offset, index_size) = sst_footer_handles(bytes(data))  # read by hand, not by ckptfix
+    data[index_offset + index_size // 2] ^= 0xFF  # the middle of the index block
     sst.write_bytes(bytes(data))
     damaged = audit(str(ckpt))
     assert damaged.verdict.restarts is False and damaged.verdict.blocking_rule == "STATE-SST-CORRUPT"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ckptfix.formats import sst
+from tests.spark.damage import sst_footer_handles
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -31,22 +32,6 @@ def spark_ssts() -> dict[str, bytes]:
 
 
 SPARK = spark_ssts()
-
-
-def footer_handles(data: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(metaindex, index) handles of a format 1-5 footer: a checksum type byte, then four varint64s."""
-    pos, values = len(data) - 53 + 1, []
-    for _ in range(4):
-        value = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        values.append(value)
-    return (values[0], values[1]), (values[2], values[3])
 
 
 def flipped(data: bytes, at: int) -> bytes:
@@ -74,7 +59,7 @@ def test_every_flipped_byte_of_a_spark_sst_is_found_in_its_block() -> None:
     properties, metaindex): every flipped byte is found, in the block that holds it."""
     name = min(n for n in SPARK if n.startswith("formats/rocksdb/"))
     data = SPARK[name]
-    (meta_off, meta_size), (index_off, index_size) = footer_handles(data)
+    (meta_off, meta_size), (index_off, index_size) = sst_footer_handles(data)
     order = ["data", "filter", "index", "properties", "metaindex"]
     last: dict[str, int] = {}
     for at in range(len(data) - 53):
@@ -139,7 +124,7 @@ def test_rocksdb_written_tables_with_every_checksum_and_compression(
     assert report.damage is None and not report.unverified, report
     assert report.checksum == checksum
     assert report.blocks_verified > 100  # 20k keys in 1 KiB blocks
-    _meta, (index_off, _size) = footer_handles(data)
+    _meta, (index_off, _size) = sst_footer_handles(data)
     for at in (0, index_off // 2, index_off - 6):  # first, a middle and the last data block
         bad = sst.verify(flipped(data, at)).damage
         assert bad is not None and bad.role == "data", (at, bad)
@@ -153,7 +138,7 @@ def test_index_encodings_of_every_format_version(tmp_path: Path, format_version:
     report = sst.verify(data)
     assert report.damage is None and not report.unverified, report
     assert report.format_version == format_version
-    _meta, (index_off, _size) = footer_handles(data)
+    _meta, (index_off, _size) = sst_footer_handles(data)
     # a byte in the last data block is found only if every handle the index lists was decoded right
     bad = sst.verify(flipped(data, index_off - 6)).damage
     assert bad is not None and bad.role == "data"

@@ -529,9 +529,8 @@ def _zip_ssts(zip_path: Path) -> list[str]:
     return [f["dfsSstFileName"] for f in meta.get("sstFiles", [])]
 
 
-def _rocksdb_sst_flipped(ckpt: Path) -> None:
-    """One flipped byte, size unchanged, in an SST that the zip the restart loads lists (partition 0); the SST's
-    Hadoop .crc sidecar stays as Spark wrote it."""
+def _newest_zip_sst(ckpt: Path) -> Path:
+    """The first SST that partition 0's newest zip lists (the zip the restart loads)."""
     part = state_partitions(ckpt)[0]
     zips = versions_with(part, "zip")
     if not zips:
@@ -539,13 +538,19 @@ def _rocksdb_sst_flipped(ckpt: Path) -> None:
     ssts = _zip_ssts(part / f"{zips[-1]}.zip")
     if not ssts:
         raise SkipCase("the newest zip lists no SST")
-    path = part / "SSTs" / ssts[0]
+    return part / "SSTs" / ssts[0]
+
+
+def _rocksdb_sst_flipped(ckpt: Path) -> None:
+    """One flipped byte, size unchanged, in an SST that the zip the restart loads lists (partition 0); the SST's
+    Hadoop .crc sidecar stays as Spark wrote it."""
+    path = _newest_zip_sst(ckpt)
     data = bytearray(path.read_bytes())
     data[len(data) // 3] ^= 0xFF
     rewrite(path, bytes(data))
 
 
-def _sst_footer_handles(data: bytes) -> list[tuple[int, int]]:
+def sst_footer_handles(data: bytes) -> list[tuple[int, int]]:
     """The metaindex and index block handles (offset, size) of a block-based table's 53-byte footer (format
     versions 1-5: a checksum type byte, then four varint64s), read here by hand, not by ckptfix."""
     pos, values = len(data) - 53 + 1, []
@@ -568,16 +573,9 @@ def _rocksdb_sst_block_flipped(block: str) -> Callable[[Path], None]:
     newest zip lists; its Hadoop .crc dropped (as on an object store), so only RocksDB's block checksums can tell."""
 
     def apply(ckpt: Path) -> None:
-        part = state_partitions(ckpt)[0]
-        zips = versions_with(part, "zip")
-        if not zips:
-            raise SkipCase("no RocksDB zip")
-        ssts = _zip_ssts(part / f"{zips[-1]}.zip")
-        if not ssts:
-            raise SkipCase("the newest zip lists no SST")
-        path = part / "SSTs" / ssts[0]
+        path = _newest_zip_sst(ckpt)
         data = bytearray(path.read_bytes())
-        (meta_offset, meta_size), (index_offset, index_size) = _sst_footer_handles(bytes(data))
+        (meta_offset, meta_size), (index_offset, index_size) = sst_footer_handles(bytes(data))
         # RocksDB writes data blocks, the filter (Spark turns the bloom filter on), the index, the properties and
         # the metaindex, in this order: 10 bytes before a block are in the one written before it
         at = {
@@ -626,14 +624,7 @@ def _rocksdb_zip_missing(ckpt: Path) -> None:
 def _rocksdb_sst_grown(ckpt: Path) -> None:
     """100 bytes appended to an SST that partition 0's newest zip lists (its .crc dropped): the size no longer
     matches the zip's metadata."""
-    part = state_partitions(ckpt)[0]
-    zips = versions_with(part, "zip")
-    if not zips:
-        raise SkipCase("no RocksDB zip")
-    ssts = _zip_ssts(part / f"{zips[-1]}.zip")
-    if not ssts:
-        raise SkipCase("the newest zip lists no SST")
-    path = part / "SSTs" / ssts[0]
+    path = _newest_zip_sst(ckpt)
     rewrite(path, path.read_bytes() + b"\0" * 100, drop_crc=True)
 
 
