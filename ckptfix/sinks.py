@@ -21,8 +21,12 @@ from typing import Any
 from ckptfix import layout
 from ckptfix.checkpoint import LogDir, index_log
 from ckptfix.errors import FormatError
-from ckptfix.formats import deltalog
+from ckptfix.formats import compactlog, deltalog
 from ckptfix.storage import Entry, Location
+
+#: the session conf a file sink's log compacts by, and its default (``FileStreamSinkLog.defaultCompactInterval``)
+COMPACT_INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
+DEFAULT_COMPACT_INTERVAL = 10
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,21 @@ class Sink:
         if self.delta is not None:
             return f"the Delta table's transaction log (txn of appId {query_id})"
         return "the file sink's _spark_metadata"
+
+    def compact_interval(self, default: int = DEFAULT_COMPACT_INTERVAL) -> int:
+        """The interval Spark's file sink log compacts by at the restart (``CompactibleFileStreamLog.compactInterval``:
+        the existing ``.compact`` files, else ``default``, the session's ``COMPACT_INTERVAL_CONF``)."""
+        return compactlog.derive_compact_interval(sorted(self.log.compact), default)
+
+    def entry_rel(self, batch: int, interval: int) -> str:
+        """``_spark_metadata/<batch>[.compact]``, the name Spark's ``batchIdToPath`` reads and writes."""
+        compact = compactlog.is_compaction_batch(batch, interval)
+        return f"{layout.SINK_LOG}/{batch}{compactlog.COMPACT_SUFFIX if compact else ''}"
+
+    def compaction_reads(self, batch: int, interval: int) -> list[tuple[int, str]]:
+        """(batch, entry) of every entry Spark's compaction at compaction batch ``batch`` reads, in its order
+        (``getValidBatchesBeforeCompactionBatch``: the previous compaction and every batch after it)."""
+        return [(b, self.entry_rel(b, interval)) for b in range(max(0, batch - interval), batch)]
 
     def without(self, rels: set[str]) -> Sink:
         """This file sink as it will be once ``rels`` are deleted (a rollback's plan, audited before it runs)."""
@@ -194,4 +213,11 @@ def open_sink(path: str, storage_options: Mapping[str, Any] | None = None) -> Si
     return Sink(loc, index_log(layout.SINK_LOG, entries, compactible=True), None, entries)
 
 
-__all__ = ["DeltaTable", "Sink", "delta_restore_version", "open_sink"]
+__all__ = [
+    "COMPACT_INTERVAL_CONF",
+    "DEFAULT_COMPACT_INTERVAL",
+    "DeltaTable",
+    "Sink",
+    "delta_restore_version",
+    "open_sink",
+]

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from ckptfix.sinks import COMPACT_INTERVAL_CONF
 from tests.spark.damage import CASES, DamageCase, SkipCase
 from tests.spark.harness import copy_base, restart_times
 from tests.spark.queries import SCENARIOS
@@ -47,8 +48,13 @@ def run_audit(ckpt: Path, target: str, output_dir: Path, case: DamageCase, s3: A
         url = s3.upload_tree(ckpt, f"{case.name}/ckpt")
         sink = s3.upload_tree(output_dir, f"{case.name}/output")
         kwargs["storage_options"] = s3.storage_options
-    if SCENARIOS[case.scenario].sink == "file":
+    scenario = SCENARIOS[case.scenario]
+    if scenario.sink == "file":
         kwargs["sink_path"] = sink
+        # the restarting session's compact interval, as the user tells it (audit --conf): the sink's log may not say
+        told = {k: v for k, v in scenario.confs.items() if k == COMPACT_INTERVAL_CONF}
+        if told:
+            kwargs["session_conf"] = {**kwargs.get("session_conf", {}), **told}
     return audit(url, target_spark=target, **kwargs)
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import check, define
-from ckptfix.errors import CkptfixError
+from ckptfix.errors import CkptfixError, FormatError
+from ckptfix.formats import compactlog
+from ckptfix.sinks import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, Sink
 
 SINK_AHEAD = define(
     "SINK-AHEAD",
@@ -58,6 +61,23 @@ SINK_NO_LOG = define(
     "ids in files; a Delta table without a txn of this query id was not written by its Delta sink (a foreachBatch "
     "writer's txnAppId is its own choice and is not checked).",
     "Pass the file sink's output path or the Delta table's path, or leave --sink out.",
+)
+SINK_COMPACT = define(
+    "SINK-LOG-COMPACT",
+    "error",
+    "The file sink's next log compaction reads an entry that is missing or damaged",
+    "Every compactInterval batches (spark.sql.streaming.fileSink.log.compactInterval, 10; or the interval the "
+    "existing .compact files show) the file sink writes _spark_metadata/<b>.compact: CompactibleFileStreamLog.compact "
+    "reads the previous compaction and every entry after it (getValidBatchesBeforeCompactionBatch) and fails before "
+    "the batch commits, on a missing entry with `[BATCH_METADATA_NOT_FOUND] Unable to find batch "
+    ".../_spark_metadata/<b>` and on a damaged one with its parse error (recorded on 3.5.9-4.2.1, live on 4.3). When "
+    "the restart's first batch is that compaction batch the restart fails; otherwise the query restarts and fails "
+    "at that batch, on every later run too. A batch the sink already holds is skipped without writing, so the first "
+    "batch the sink writes counts.",
+    "Restore the entry from a backup: the file sink's log is the only record of which files a batch added. Without "
+    "one, an entry holding only the line `v1` lets the compaction pass, but readers of the output then no longer see "
+    "the files the lost entry listed (they stay in the directory, unlisted); deleting the output's _spark_metadata "
+    "does not help (the compaction needs the entries all the same).",
 )
 
 
@@ -130,3 +150,65 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding | Skipped]:
             f"{who} ends at batch {S} but batches up to {K} are committed",
             [Evidence(sink.evidence(qid)), Evidence(ctx.ckpt.display(f"commits/{K}"))],
         )
+
+
+def _compact_interval_default(ctx: AuditContext) -> int:
+    told = ctx.session_conf.get(COMPACT_INTERVAL_CONF, "").strip()
+    return int(told) if told.isdigit() and int(told) > 0 else DEFAULT_COMPACT_INTERVAL
+
+
+@check
+def sink_compaction(ctx: AuditContext) -> Iterator[Finding]:
+    """The file sink log's next compaction, from the first batch the restart makes the sink write: the entries it
+    reads that the restart does not write itself must be there and parse."""
+    sink = ctx.sink
+    if sink is None or sink.delta is not None or ctx.next_batch is None:
+        return
+    S = sink.log.latest
+    first = max(ctx.next_batch, -1 if S is None else S + 1)  # FileStreamSink.addBatch skips ids <= the newest
+    interval = sink.compact_interval(_compact_interval_default(ctx))
+    compaction = first + (interval - (first + 1) % interval) % interval
+    for b, rel in sink.compaction_reads(compaction, interval):
+        if b >= first:
+            break  # written by this run before it gets there
+        err, evidence, what = _entry_problem(ctx, sink, rel)
+        if err is None:
+            continue
+        fails = f"batch {compaction}, a compaction batch of the file sink's log (compact interval {interval}),"
+        if compaction == first:
+            when = f"the restart's first batch the sink writes is {fails} and fails"
+        else:
+            before = f"batch {first} runs" if compaction == first + 1 else f"batches {first}..{compaction - 1} run"
+            when = (
+                f"the restart runs, but {fails} fails with {err.headline} ({before} first; a query that runs on "
+                "reaches it)"
+            )
+        yield SINK_COMPACT.finding(
+            f"{sink.location.display(rel)} is {what}, and the compaction reads it: {when}",
+            [evidence, Evidence(sink.evidence(None), note="newest entry of the sink's log")],
+            spark_error=err if compaction == first else None,
+            stage=79 if compaction == first else None,
+        )
+        return
+
+
+def _entry_problem(ctx: AuditContext, sink: Sink, rel: str) -> tuple[SparkError | None, Evidence, str]:
+    """Spark's error reading log entry ``rel`` (the name it asks for) of the file sink, the evidence, in words."""
+    where = sink.location.display(rel)
+    if rel not in sink.entries:
+        other = next(
+            (
+                p
+                for p in (rel.removesuffix(compactlog.COMPACT_SUFFIX), rel + compactlog.COMPACT_SUFFIX)
+                if p != rel and p in sink.entries
+            ),
+            None,
+        )
+        found = f"none ({other.rsplit('/', 1)[1]} is there, a name Spark does not read)" if other else "none"
+        return E.batch_metadata_not_found(rel), Evidence(where, expected="a file", found=found), "missing"
+    try:
+        compactlog.parse(sink.location.read(rel), where)
+    except FormatError as exc:
+        err = E.log_parse_error(ctx.target, "_spark_metadata", rel, exc) or SparkError(None, None, rel)
+        return err, Evidence(where, exc.offset, exc.expected, exc.found), f"damaged ({exc.expected}, found {exc.found})"
+    return None, Evidence(where), "readable"

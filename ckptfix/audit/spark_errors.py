@@ -47,6 +47,13 @@ def concurrent_use(log: str, batch: int | None) -> SparkError:
     )
 
 
+def batch_metadata_not_found(rel: str) -> SparkError:
+    """HDFSMetadataLog reads an entry that is not there (``applyFnToBatchByStream``, e.g. the file sink log's
+    compaction reading the entries since the previous one): ``[BATCH_METADATA_NOT_FOUND] Unable to find batch
+    <path>.`` (3.5.9 to 4.3; the path has its scheme, ``file:``, on 4.x only): ``rel`` is the fragment both show."""
+    return SparkError("org.apache.spark.SparkFileNotFoundException", "BATCH_METADATA_NOT_FOUND", rel)
+
+
 def file_not_found(rel: str) -> SparkError:
     return SparkError(FNF, None, f"{rel} does not exist")
 
@@ -91,7 +98,8 @@ def json_token_error(target: SparkTarget, exc: FormatError) -> SparkError:
 
 
 def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -> SparkError | None:
-    """Spark's error for an unreadable offsets/commits file; None if Spark reads it fine."""
+    """Spark's error for an unreadable log file (offsets, commits, a file source's or a file sink's log); None if
+    Spark reads it fine."""
     kind = exc.kind
     if kind == "empty":
         suffix = " in the offset commit log" if log == "commits" else ""
@@ -104,7 +112,8 @@ def log_parse_error(target: SparkTarget, log: str, rel: str, exc: FormatError) -
     if isinstance(exc, UnsupportedVersion):
         if log == "commits" and target.commit_version_exact:  # 4.0/4.1 read exactly the conf's version
             return exact_version(exc.version, 1)
-        maximum = target.max_offset_version if log == "offsets" else target.max_commit_version
+        # the compactible logs (sources/<k>, _spark_metadata) are at version 1 on every release
+        maximum = {"offsets": target.max_offset_version, "commits": target.max_commit_version}.get(log, 1)
         return unsupported_version(target, exc.version, maximum)
     if kind == "malformed-utf8":  # scala.io.Source's decoder reports malformed input
         return SparkError("java.nio.charset.MalformedInputException", None, "Input length")

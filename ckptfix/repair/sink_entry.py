@@ -30,18 +30,15 @@ from ckptfix.formats import compactlog
 from ckptfix.formats.text import split_lines
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
-from ckptfix.sinks import Sink
+from ckptfix.sinks import DEFAULT_COMPACT_INTERVAL, Sink
 
 RULE = "SINK-ENTRY"
-#: ``spark.sql.streaming.fileSink.log.compactInterval``'s default
-DEFAULT_COMPACT_INTERVAL = 10
 
 
 def sink_entry_name(sink: Sink, batch: int, default_interval: int = DEFAULT_COMPACT_INTERVAL) -> tuple[str, int]:
     """(``_spark_metadata/<batch>[.compact]``, the interval) as Spark names the entry at the restart."""
-    interval = compactlog.derive_compact_interval(sorted(sink.log.compact), default_interval)
-    compact = compactlog.is_compaction_batch(batch, interval)
-    return f"{layout.SINK_LOG}/{batch}{compactlog.COMPACT_SUFFIX if compact else ''}", interval
+    interval = sink.compact_interval(default_interval)
+    return sink.entry_rel(batch, interval), interval
 
 
 def plan_sink_entry(
@@ -60,9 +57,7 @@ def plan_sink_entry(
     rel, interval = sink_entry_name(sink, batch, default_interval)
     lines: list[bytes] = []
     if rel.endswith(compactlog.COMPACT_SUFFIX):
-        for b in range(max(0, batch - interval), batch):
-            suffix = compactlog.COMPACT_SUFFIX if compactlog.is_compaction_batch(b, interval) else ""
-            entry_rel = f"{layout.SINK_LOG}/{b}{suffix}"
+        for _, entry_rel in sink.compaction_reads(batch, interval):
             where = sink.location.display(entry_rel)
             data = sink.location.read_if_exists(entry_rel) if entry_rel in sink.entries else None
             if data is None:

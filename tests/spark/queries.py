@@ -37,6 +37,7 @@ SCENARIO_CONF_KEYS = (
     "spark.sql.streaming.stateStore.minDeltasForSnapshot",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
     "spark.sql.streaming.stateStore.checkpointFormatVersion",
+    "spark.sql.streaming.fileSink.log.compactInterval",
 )
 
 # Session-wide confs (set at session creation; the maintenance interval is read when the maintenance
@@ -202,6 +203,14 @@ SCENARIOS: dict[str, Scenario] = {
             base_files=8,
         ),
         Scenario("filesink", _build_filesink, sink="file"),
+        # the file sink's log compacts every 3 batches: 2.compact, 5.compact, and the restart's batch 8 compacts
+        Scenario(
+            "filesink_c3",
+            _build_filesink,
+            confs={"spark.sql.streaming.fileSink.log.compactInterval": "3"},
+            sink="file",
+            base_files=8,
+        ),
         # state checkpoint format v2 (4.x only: RocksDB with changelog checkpointing)
         Scenario(
             "dedup_v2_filesink",
