@@ -12,22 +12,11 @@ from typing import Any
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, LogDir
 from ckptfix.errors import FormatError
-from ckptfix.formats import opmeta
+from ckptfix.formats import offsetlog, opmeta
 
-#: Spark's value for a conf an (old) offset log does not record: OffsetSeqMetadata.relevantSQLConfDefaultValues
-#: (4.3.0's jar), or, for confs without one, the restarting session's value (here its default)
-LEGACY_DEFAULTS = {
-    "spark.sql.streaming.multipleWatermarkPolicy": "min",
-    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "1",
-    "spark.sql.streaming.aggregation.stateFormatVersion": "1",
-    "spark.sql.streaming.join.stateFormatVersion": "1",
-    "spark.sql.streaming.stateStore.compression.codec": "lz4",
-    "spark.sql.streaming.statefulOperator.useStrictDistribution": "false",
-    "spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan": "true",
-    "spark.sql.streaming.stateStore.encodingFormat": "unsaferow",
-    "spark.sql.streaming.stateStore.rowChecksum.enabled": "false",
-    "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion": "1",
-}
+#: Spark's value for a conf an (old) offset log does not record, or, for confs without one, the restarting
+#: session's value (here its default)
+LEGACY_DEFAULTS = offsetlog.LEGACY_DEFAULTS
 SESSION_DEFAULTS = {
     "spark.sql.shuffle.partitions": "200",
     "spark.sql.streaming.stateStore.providerClass": (

@@ -77,3 +77,10 @@ class AuditContext:
     def state_version(self) -> int:
         """The state version the first batch loads (state version v = after batch v-1)."""
         return self.next_batch or 0
+
+    @cached_property
+    def operator_names(self) -> dict[int, str | None]:
+        """Which operator wrote each state/<op> (Spark's shortName; None when its files do not say)."""
+        from ckptfix.state.schemas import operator_name
+
+        return {op.operator: operator_name(self.ckpt, op) for op in self.ckpt.state.operators.values()}

@@ -18,8 +18,12 @@ from collections.abc import Iterator
 
 from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
-from ckptfix.audit.model import Evidence, Finding
+from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
+from ckptfix.checkpoint import OperatorDir
+from ckptfix.errors import FormatError, UsageError
+from ckptfix.formats import offsetlog
+from ckptfix.state import schemas
 from ckptfix.stores import provider as providers
 
 SHUFFLE = "spark.sql.shuffle.partitions"
@@ -96,4 +100,144 @@ def shuffle_partitions(ctx: AuditContext) -> Iterator[Finding]:
             f"{S} partitions, so results are silently wrong; restart with {SHUFFLE}={P}",
             evidence,
             silent=True,
+        )
+
+
+# --------------------------------------------------------------------------- state format versions
+
+#: the offset-log key that selects an operator's state format -> (operator, what the user calls it)
+FORMAT_KEYS: dict[str, tuple[str, str]] = {
+    "spark.sql.streaming.aggregation.stateFormatVersion": (schemas.AGGREGATION, "streaming aggregation"),
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": (
+        schemas.FLATMAP_GROUPS_WITH_STATE,
+        "flatMapGroupsWithState",
+    ),
+    "spark.sql.streaming.join.stateFormatVersion": (schemas.JOIN, "stream-stream join"),
+}
+SCHEMA_35 = "org.apache.spark.sql.execution.streaming.state.StateSchemaNotCompatible"
+VALUE_SCHEMA = "org.apache.spark.sql.execution.streaming.state.StateStoreValueSchemaNotCompatible"
+
+FORMAT_NOT_RECORDED = define(
+    "CONF-STATE-FORMAT-NOT-RECORDED",
+    "error",
+    "The latest offset file lost the state format its operator was written in",
+    "A stateful operator's state layout is chosen once, by spark.sql.streaming.{aggregation,join,"
+    "flatMapGroupsWithState}.stateFormatVersion, and Spark writes that value into every offset file. On restart "
+    "it takes the value from the latest offset file; a key that file does not record gets Spark's legacy default, "
+    "1 (OffsetSeqMetadata.relevantSQLConfDefaultValues), whatever the session sets. Where older offset files "
+    "record 2 and the latest lost the key (an edit), the restarted query plans format 1 against state written in "
+    "format 2: seen with an aggregation on 3.5.9 to 4.3, it fails (4.x: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE; "
+    "3.5: StateSchemaNotCompatible from partition 0's task, or InvalidUnsafeRowException, 'state format "
+    "invalidation', when another partition's task fails first).",
+    "`ckptfix repair CKPT` writes the value the older offset files record back into the latest one (a session "
+    "--conf cannot: Spark overrides it with the legacy default).",
+)
+
+
+def _recorded_before(ctx: AuditContext, key: str, before: int) -> tuple[str, str] | None:
+    """(offsets/<b>, value) of the newest readable offset file older than ``before`` that records ``key``."""
+    for b in sorted((b for b in ctx.ckpt.offsets.files if b < before), reverse=True):
+        entry = ctx.ckpt.try_offset(b)
+        if entry is not None and entry.metadata is not None and key in entry.metadata.conf:
+            return f"offsets/{b}", entry.metadata.conf[key]
+    return None
+
+
+def _aggregation_format(ctx: AuditContext, op: OperatorDir) -> tuple[str, str] | None:
+    """(schema file, format) an aggregation's stored schema shows: format 1 stores the whole row (the grouping
+    columns, then the buffers: StreamingAggregationStateManagerImplV1), format 2 the buffers only."""
+    try:
+        info = schemas.operator_info(ctx.ckpt, op)
+        stored = schemas.store_schema(ctx.ckpt, op, info, "default")
+    except (FormatError, UsageError):
+        return None
+    key, value = stored.key.names, stored.value.names
+    return stored.source, "1" if value[: len(key)] == key else "2"
+
+
+def lost_format_keys(ctx: AuditContext) -> dict[str, tuple[str, str]]:
+    """Format keys offsets/L lacks although the state was written in another format than Spark's legacy
+    default: key -> (the file that shows it, the format). Evidence, in order: an older offset file that records
+    the key (Spark writes every key into every file), else, for an aggregation, its stored schema. Shared with
+    the repair that writes them back."""
+    entry, L = ctx.latest_offset_file, ctx.latest_offset
+    if entry is None or entry.metadata is None or L is None or not ctx.ckpt.state.operators:
+        return {}
+    out = {}
+    for key in FORMAT_KEYS:
+        if key in entry.metadata.conf:
+            continue
+        found = _recorded_before(ctx, key, L)
+        if found is None and FORMAT_KEYS[key][0] == schemas.AGGREGATION:
+            aggs = [
+                op for op in ctx.ckpt.state.operators.values() if ctx.operator_names[op.operator] == schemas.AGGREGATION
+            ]
+            found = next((f for op in aggs if (f := _aggregation_format(ctx, op)) is not None), None)
+        if found is not None and found[1] != offsetlog.LEGACY_DEFAULTS[key]:
+            out[key] = found
+    return out
+
+
+@check
+def state_format_recorded(ctx: AuditContext) -> Iterator[Finding]:
+    if ctx.state_version == 0:
+        return
+    lost = lost_format_keys(ctx)
+    if not lost:
+        return
+    ck, L, t = ctx.ckpt, ctx.latest_offset, ctx.target
+    names = ctx.operator_names
+    for key, (where, value) in lost.items():
+        name, what = FORMAT_KEYS[key]
+        legacy = offsetlog.LEGACY_DEFAULTS[key]
+        shown = f"{where} records {value}" if where.startswith("offsets/") else f"{where} is format {value}'s"
+        evidence = [
+            Evidence(ck.display(f"offsets/{L}"), expected=f"{key} in the conf map", found="not recorded"),
+            Evidence(ck.display(where) if where.startswith("offsets/") else where, note=shown),
+        ]
+        ops = sorted(op for op, n in names.items() if n == name)
+        unknown = sorted(op for op, n in names.items() if n is None)
+        head = f"offsets/{L} does not record {key}, so Spark restarts with its legacy default {legacy}, but {shown}"
+        if not ops:
+            if unknown:
+                yield FORMAT_NOT_RECORDED.finding(
+                    f"{head}; whether operator(s) {', '.join(map(str, unknown))} are a {what} the files do not "
+                    "say (no operator metadata, no schema file)",
+                    evidence,
+                    severity="warning",
+                    undecided=True,
+                )
+            continue
+        evidence.append(Evidence(ck.display(f"state/{ops[0]}"), note=f"a {what} (state format {value})"))
+        if name != schemas.AGGREGATION:
+            yield FORMAT_NOT_RECORDED.finding(
+                f"{head}: operator {ops[0]} is a {what} whose state was written in format {value} and is read in "
+                f"format {legacy}; what Spark does then is not recorded (seen with aggregations only: it fails)",
+                evidence,
+                undecided=True,
+            )
+            continue
+        if t.at_least(4, 0):
+            err = SparkError(
+                VALUE_SCHEMA,
+                "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                "Provided value schema does not match existing state value schema.",
+                ctx.next_batch,
+            )
+        else:  # 3.5 checks the schema in partition 0's task only; another partition's task may fail first
+            err = SparkError(
+                SCHEMA_35, None, "Provided schema doesn't match to the schema for existing state!", ctx.next_batch
+            )
+        race = (
+            ""
+            if t.at_least(4, 0)
+            else " (Spark 3.5 checks the schema in partition 0's task; when another partition's task fails first, "
+            "the error is InvalidUnsafeRowException: 'The streaming query failed by state format invalidation')"
+        )
+        yield FORMAT_NOT_RECORDED.finding(
+            f"{head}: operator {ops[0]} is a {what} whose state was written in format {value}; format {legacy} "
+            f"reads it as rows of another shape and the first batch fails{race}",
+            evidence,
+            spark_error=err,
+            stage=64,
         )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
+from ckptfix.formats import offsetlog
 
 #: releases ckptfix knows, oldest first (targets.SUPPORTED)
 LABELS = ("3.5", "4.0", "4.1", "4.2", "4.3")
@@ -59,17 +60,8 @@ CONF_ADDED: dict[str, str] = {
     "spark.sql.dropDuplicates.deterministicKeyOrder.enabled": "4.3",
 }
 
-#: the value a release assumes for a key missing from an older offset file (OffsetSeqMetadata
-#: relevantSQLConfDefaultValues; spark-logs-and-restart.md §3.2): the old behaviour is kept
-LEGACY_DEFAULTS: dict[str, str] = {
-    "spark.sql.streaming.stateStore.encodingFormat": "unsaferow",
-    "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion": "1",
-    "spark.sql.streaming.stateStore.rowChecksum.enabled": "false",
-    "spark.sql.function.protobufExtensions.enabled": "false",
-    "spark.sql.streaming.queryEvolution.enableSourceEvolution": "false",
-    "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled": "false",
-    "spark.sql.dropDuplicates.deterministicKeyOrder.enabled": "false",
-}
+#: the value a release assumes for a key missing from an older offset file: the old behaviour is kept
+LEGACY_DEFAULTS = offsetlog.LEGACY_DEFAULTS
 
 
 def rank(label: str) -> int:

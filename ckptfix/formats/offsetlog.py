@@ -33,6 +33,28 @@ MAX_KNOWN_VERSION = 2
 VOID_OFFSET = "-"  # SERIALIZED_VOID_OFFSET: a source without an offset yet
 _KNOWN_META = ("batchWatermarkMs", "batchTimestampMs", "conf")
 
+#: the value Spark sets for a ``relevantSQLConfs`` key an offset file does not record
+#: (``OffsetSeqMetadata.relevantSQLConfDefaultValues``, read with javap from the 3.5.9 and 4.3.0 jars): the
+#: behaviour of the release that wrote files without the key. A key is in the table from the release that
+#: added it (3.5.9 has the first seven); keys without an entry (``spark.sql.shuffle.partitions``, the
+#: provider class, ``rocksdb.formatVersion``) take the restarting session's value instead.
+LEGACY_DEFAULTS: dict[str, str] = {
+    "spark.sql.streaming.multipleWatermarkPolicy": "min",
+    "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion": "1",
+    "spark.sql.streaming.aggregation.stateFormatVersion": "1",
+    "spark.sql.streaming.join.stateFormatVersion": "1",
+    "spark.sql.streaming.stateStore.compression.codec": "lz4",
+    "spark.sql.streaming.statefulOperator.useStrictDistribution": "false",
+    "spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan": "true",
+    "spark.sql.streaming.stateStore.encodingFormat": "unsaferow",
+    "spark.sql.streaming.stateStore.rowChecksum.enabled": "false",
+    "spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion": "1",
+    "spark.sql.function.protobufExtensions.enabled": "false",
+    "spark.sql.streaming.queryEvolution.enableSourceEvolution": "false",
+    "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled": "false",
+    "spark.sql.dropDuplicates.deterministicKeyOrder.enabled": "false",
+}
+
 
 @dataclass(frozen=True)
 class OffsetSeqMetadata:

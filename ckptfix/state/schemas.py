@@ -18,7 +18,7 @@ from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, OperatorDir
 from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import opmeta, schema
-from ckptfix.formats.unsaferow import StructType, parse_schema, same_layout, simple_string
+from ckptfix.formats.unsaferow import NullType, StructType, parse_schema, same_layout, simple_string
 
 SESSION_START = "sessionStartTime"
 
@@ -108,6 +108,58 @@ def operator_info(ckpt: Checkpoint, op: OperatorDir, batch: int | None = None) -
     if op.state_schema:
         _load_v3(ckpt, op, batch, info)
     return info
+
+
+#: Spark's shortName of each stateful operator (StatefulOperatorsUtils, 4.x), as operator metadata records it
+AGGREGATION = "stateStoreSave"
+DEDUPE = "dedupe"
+DEDUPE_WITHIN_WATERMARK = "dedupeWithinWatermark"
+JOIN = "symmetricHashJoin"
+FLATMAP_GROUPS_WITH_STATE = "flatMapGroupsWithState"
+SESSION_WINDOW = "sessionWindowStateStoreSaveExec"
+GLOBAL_LIMIT = "globalLimit"
+TRANSFORM_WITH_STATE = "transformWithStateExec"
+
+
+def operator_name(ckpt: Checkpoint, op: OperatorDir) -> str | None:
+    """Which stateful operator wrote ``op``, as Spark's shortName; None when the files do not say.
+
+    4.x records it in operator metadata. A 3.5 checkpoint has none; there the store layout and partition 0's
+    schema file tell, from the schemas the operators declare (3.5.9's classes): a join keeps its four stores,
+    deduplication a ``__dummy__`` null value (``expiresAtMicros`` within a watermark), flatMapGroupsWithState
+    and applyInPandasWithState (both named flatMapGroupsWithState here) a ``groupState`` struct (format 2) or a
+    value ending in ``timeoutTimestamp`` (format 1 with a timeout), a session window a key ending in
+    ``sessionStartTime``, a global limit a null ``key``; any other single store with a schema is an
+    aggregation (its value: the aggregation buffers; a format-1 flatMapGroupsWithState without a timeout, which
+    only a session setting its format to 1 writes, looks the same)."""
+    try:
+        info = operator_info(ckpt, op)
+    except FormatError:
+        return None
+    if info.name:
+        return info.name
+    if info.is_join:
+        return JOIN
+    if op.state_schema:
+        return TRANSFORM_WITH_STATE
+    if info.stores != ["default"]:
+        return None
+    try:
+        stored = store_schema(ckpt, op, info, "default")
+    except FormatError:
+        return None
+    key, value = stored.key.names, stored.value.names
+    if value == ("__dummy__",):
+        return DEDUPE
+    if value == ("expiresAtMicros",):
+        return DEDUPE_WITHIN_WATERMARK
+    if value and (value[0] == "groupState" or value[-1] == "timeoutTimestamp"):
+        return FLATMAP_GROUPS_WITH_STATE
+    if key and key[-1] == SESSION_START:
+        return SESSION_WINDOW
+    if key == ("key",) and isinstance(stored.key.fields[0].data_type, NullType):
+        return GLOBAL_LIMIT
+    return AGGREGATION
 
 
 def _v3_batch(rel: str) -> int | None:

@@ -197,6 +197,22 @@ def _replace_latest(log: str, old: str, new: str) -> Callable[[Path], None]:
     return apply
 
 
+def _drop_latest_conf(key: str) -> Callable[[Path], None]:
+    """Remove ``key`` from offsets/L's conf map (an edit; the .crc is dropped); the older files keep it."""
+
+    def apply(ckpt: Path) -> None:
+        path = latest_file(ckpt, "offsets")
+        lines = _offset_lines(path)
+        meta = json.loads(lines[1])
+        if key not in meta.get("conf", {}):
+            raise SkipCase(f"offsets/L does not record {key}")
+        del meta["conf"][key]
+        lines[1] = json.dumps(meta, separators=(",", ":"))
+        rewrite(path, "\n".join(lines), drop_crc=True)
+
+    return apply
+
+
 def _relabel(log: str, header: str) -> Callable[[Path], None]:
     def apply(ckpt: Path) -> None:
         path = latest_file(ckpt, log)
@@ -964,6 +980,21 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # an edit that drops the aggregation's state format version from offsets/L (damage hunt 3, F20/X04/Y04): Spark
+    # restores the legacy default 1 against state written in format 2
+    DamageCase(
+        "offset_latest_agg_format_dropped",
+        "agg_hdfs",
+        _drop_latest_conf("spark.sql.streaming.aggregation.stateFormatVersion"),
+        "spark.sql.streaming.aggregation.stateFormatVersion removed from offsets/L's conf (.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_agg_format_dropped_rocksdb",
+        "agg_rocksdb_cl",
+        _drop_latest_conf("spark.sql.streaming.aggregation.stateFormatVersion"),
+        "spark.sql.streaming.aggregation.stateFormatVersion removed from offsets/L's conf, RocksDB with changelogs "
+        "(.crc dropped)",
+    ),
     DamageCase(
         "rocksdb_zip_flipped_byte",
         "agg_rocksdb_cl",
