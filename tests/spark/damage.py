@@ -719,6 +719,60 @@ def _state_ahead_batches(n: int) -> Callable[[Path], None]:
     return apply
 
 
+def sink_log(ckpt: Path) -> Path:
+    """The file sink's ``_spark_metadata`` of a scenario copy (the output dir is next to the checkpoint)."""
+    return ckpt.parent / "output" / "_spark_metadata"
+
+
+def _sink_compaction_reads(ckpt: Path) -> list[Path]:
+    """The sink log entries the restart's batch compacts (the newest .compact and every entry after it), when the
+    restart's batch L+1 is a compaction batch of the sink's log."""
+    log = sink_log(ckpt)
+    compacts = sorted(int(p.name.split(".")[0]) for p in log.glob("*.compact"))
+    last = latest(ckpt, "commits")
+    if len(compacts) < 2 or (last + 2) % (compacts[-1] - compacts[-2]) != 0:
+        raise SkipCase(f"batch {last + 1} is not a compaction batch of {log.name}: compact files {compacts}")
+    return [log / f"{compacts[-1]}.compact", *(log / str(b) for b in range(compacts[-1] + 1, last + 1))]
+
+
+def _sink_compaction_entry(index: int, damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    """Damage the ``index``-th entry the restart's compaction reads (0: the previous compaction)."""
+
+    def apply(ckpt: Path) -> None:
+        reads = _sink_compaction_reads(ckpt)
+        if len(reads) <= index:
+            raise SkipCase(f"the compaction reads {len(reads)} entries")
+        damage(reads[index])
+
+    return apply
+
+
+def _cut_half(path: Path) -> None:
+    data = path.read_bytes()
+    rewrite(path, data[: len(data) // 2])
+
+
+def _not_utf8(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"path"') + 2  # inside the first entry's key: 0xff is never UTF-8
+    data[at] = 0xFF
+    rewrite(path, bytes(data))
+
+
+def _sink_log_deleted(ckpt: Path) -> None:
+    _sink_compaction_reads(ckpt)  # the restart's batch compacts
+    remove(sink_log(ckpt))
+
+
+def _sink_entry_deleted_before_compaction(ckpt: Path) -> None:
+    """A plain sink entry deleted while the restart's batch does not compact, but a later batch's compaction reads
+    it (default interval 10: batch 9 reads 0..8)."""
+    log, last = sink_log(ckpt), latest(ckpt, "commits")
+    if list(log.glob("*.compact")) or last + 1 >= 9:
+        raise SkipCase(f"expected no compaction yet and a restart before batch 9, found latest commit {last}")
+    remove(log / "3")
+
+
 # -------------------------------------------------------------------------------------- file sink
 
 
@@ -1146,6 +1200,46 @@ _CASES = [
         "agg_rocksdb_cl",
         _rocksdb_sst_missing,
         "SST files listed by a partition's newest zip deleted",
+    ),
+    # the file sink's log compaction (filesink_c3: compact interval 3, the restart's batch 8 compacts 5.compact, 6
+    # and 7; damage hunt of 2026-11-27, class A): CompactibleFileStreamLog.compact reads every entry since the previous
+    # compaction and fails on a missing or damaged one
+    DamageCase(
+        "filesink_compact_previous_deleted",
+        "filesink_c3",
+        _sink_compaction_entry(0, remove),
+        "the sink log's newest .compact deleted, the restart's batch compacts",
+    ),
+    DamageCase(
+        "filesink_compact_entry_deleted",
+        "filesink_c3",
+        _sink_compaction_entry(1, remove),
+        "the sink log entry after its newest .compact deleted, the restart's batch compacts",
+    ),
+    DamageCase(
+        "filesink_compact_entry_truncated",
+        "filesink_c3",
+        _sink_compaction_entry(2, _cut_half),
+        "the sink log's latest entry cut to half, the restart's batch compacts",
+    ),
+    DamageCase(
+        "filesink_compact_entry_not_utf8",
+        "filesink_c3",
+        _sink_compaction_entry(1, _not_utf8),
+        "a byte of a sink log entry after the newest .compact set to 0xff, the restart's batch compacts",
+    ),
+    DamageCase(
+        "filesink_compact_log_deleted",
+        "filesink_c3",
+        _sink_log_deleted,
+        "the whole _spark_metadata deleted, the restart's batch compacts (interval from the session conf)",
+    ),
+    DamageCase(
+        "filesink_entry_deleted_later_compaction",
+        "filesink",
+        _sink_entry_deleted_before_compaction,
+        "_spark_metadata/3 deleted; the restart's batch 7 does not compact, batch 9 will",
+        expect_rule="SINK-LOG-COMPACT",
     ),
     # state checkpoint format v2: a crash between the file sink's commit of batch L and commits/L (damage hunt of
     # 2026-11-27, V07): the sink skips batch L, the stateful operator reports no checkpoint info
