@@ -57,9 +57,13 @@ class RebuildResult:
     stores: list[StoreRebuild]
 
 
-def _chain_past_corruption(sel: Selection, store: StoreDir, skipped: list[str]) -> tuple[chains.Chain, list[Any]]:
-    """The chain for the version and its checked content, skipping unreadable snapshots."""
-    exclude: list[int] = []
+def _chain_past_corruption(
+    sel: Selection, store: StoreDir, skipped: list[str], damaged: tuple[int, ...] = ()
+) -> tuple[chains.Chain, list[Any]]:
+    """The chain for the version and its checked content, skipping unreadable snapshots and the ``damaged``
+    ones (snapshot versions the audit found damaged where ckptfix's reader is not hurt: a Hadoop sidecar that
+    disagrees, a bloom filter block)."""
+    exclude: list[int] = list(damaged)
     while True:
         chain = store_chain(sel, store, exclude=tuple(exclude))
         try:
@@ -190,10 +194,15 @@ def any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
 
 
 def rebuild_store(
-    sel: Selection, store: StoreDir, builder: PlanBuilder, prune: bool, retain: int | None
+    sel: Selection,
+    store: StoreDir,
+    builder: PlanBuilder,
+    prune: bool,
+    retain: int | None,
+    damaged: tuple[int, ...] = (),
 ) -> StoreRebuild:
     skipped: list[str] = []
-    chain, content = _chain_past_corruption(sel, store, skipped)
+    chain, content = _chain_past_corruption(sel, store, skipped, damaged)
     n = sel.version
     if chain.base is not None and chain.base.version == n:
         # version N already loads from a good snapshot: nothing to write
