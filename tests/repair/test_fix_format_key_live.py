@@ -26,9 +26,7 @@ KEY = "spark.sql.streaming.aggregation.stateFormatVersion"
 
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["agg_hdfs", "agg_rocksdb_cl"])
-def test_lost_state_format_version_is_written_back(
-    scenario: str, spark: Any, spark_bases: Any, tmp_path: Path
-) -> None:
+def test_lost_state_format_version_is_written_back(scenario: str, spark: Any, spark_bases: Any, tmp_path: Path) -> None:
     L = SCENARIOS[scenario].base_files - 1  # batches 0..L, file i in batch i
     failing, input_dir, failing_out = copy_base(spark_bases(scenario), tmp_path / "failing")
     CASES["offset_latest_agg_format_dropped"].apply(failing)
