@@ -22,23 +22,29 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from ckptfix.api import (
         audit,
+        history,
         open_checkpoint,
         plan_repair,
         plan_repartition,
+        plan_rollback,
         plan_state_delete,
         plan_state_put,
         read_state,
+        undo,
     )
 
 __all__ = [
     "__version__",
     "audit",
+    "history",
     "open_checkpoint",
     "plan_repair",
     "plan_repartition",
+    "plan_rollback",
     "plan_state_delete",
     "plan_state_put",
     "read_state",
+    "undo",
 ]
 
 # The subpackage ``ckptfix.audit`` is loaded here, and the attribute its import sets on this package removed, so that

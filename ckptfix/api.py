@@ -21,10 +21,11 @@ Nothing here prints. Every function takes a checkpoint URL (local path, ``file:`
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
@@ -33,12 +34,15 @@ from ckptfix.progress import ProgressLike
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.storage import Location
 
+if TYPE_CHECKING:
+    from ckptfix.repair.engine import RunInfo
+
 
 def _apply(
     plan: Plan,
     url: str,
     opts: Mapping[str, Any],
-    backup_url: str | None,
+    backup_url: PathLike | None,
     force: bool,
     idle_seconds: float,
     progress: ProgressLike,
@@ -46,7 +50,7 @@ def _apply(
     """Carry ``plan`` out on ``url`` through the repair engine (backup in ``backup_url`` or the default)."""
     from ckptfix.repair import engine
 
-    backup = Location(backup_url or engine.default_backup_url(url), opts)
+    backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
     return engine.apply(plan, Location(url, opts), backup, force=force, idle_seconds=idle_seconds, progress=progress)
 
 
@@ -85,27 +89,36 @@ def check_session_conf(conf: Mapping[str, str], label: str = "session_conf") -> 
     return checked
 
 
-def open_checkpoint(url: str, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
+#: a checkpoint or backup location: a URL or local path as ``str``, or a ``pathlib.Path``
+PathLike = str | os.PathLike[str]
+
+
+def _fspath(path: PathLike | None) -> str | None:
+    return None if path is None else os.fspath(path)
+
+
+def open_checkpoint(url: PathLike, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
     """List a checkpoint once; :class:`~ckptfix.errors.NotACheckpoint` when ``url`` holds none."""
-    return Checkpoint.open(url, storage_options)
+    return Checkpoint.open(os.fspath(url), storage_options)
 
 
 def _url_and_ckpt(
-    ckpt_or_url: Checkpoint | str, storage_options: Mapping[str, Any] | None
+    ckpt_or_url: Checkpoint | PathLike, storage_options: Mapping[str, Any] | None
 ) -> tuple[str, Checkpoint, dict[str, Any]]:
     if isinstance(ckpt_or_url, Checkpoint):
         loc = ckpt_or_url.location
         return loc.url, ckpt_or_url, dict(storage_options or loc.storage_options)
-    return ckpt_or_url, Checkpoint.open(ckpt_or_url, storage_options), dict(storage_options or {})
+    url = os.fspath(ckpt_or_url)
+    return url, Checkpoint.open(url, storage_options), dict(storage_options or {})
 
 
 def audit(
-    ckpt_or_url: Checkpoint | str,
+    ckpt_or_url: Checkpoint | PathLike,
     target_spark: str | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
     deep: bool = False,
-    sink_path: str | None = None,
+    sink_path: PathLike | None = None,
     stateful: bool | None = None,
     session_conf: Mapping[str, str] | None = None,
     progress: ProgressLike = None,
@@ -123,7 +136,7 @@ def audit(
         target_spark,
         storage_options=opts,
         deep=deep,
-        sink_path=sink_path,
+        sink_path=_fspath(sink_path),
         stateful=stateful,
         checkpoint=ckpt,
         session_conf=check_session_conf(session_conf or {}),
@@ -167,7 +180,7 @@ class RepairPlan:
     def apply(
         self,
         *,
-        backup_url: str | None = None,
+        backup_url: PathLike | None = None,
         force: bool = False,
         idle_seconds: float = 120,
         progress: ProgressLike = None,
@@ -184,11 +197,11 @@ class RepairPlan:
 
 
 def plan_repair(
-    ckpt_or_url: Checkpoint | str,
+    ckpt_or_url: Checkpoint | PathLike,
     target_spark: str | None = None,
     *,
     storage_options: Mapping[str, Any] | None = None,
-    sink_path: str | None = None,
+    sink_path: PathLike | None = None,
     stateful: bool | None = None,
     strategy: str | None = None,
     query_id: str | None = None,
@@ -209,7 +222,7 @@ def plan_repair(
         target_spark,
         strategy=strategy or STRATEGIES[0],
         storage_options=opts,
-        sink_path=sink_path,
+        sink_path=_fspath(sink_path),
         stateful=stateful,
         options={"query_id": query_id, "accept_edits": accept_edits},
         session_conf=check_session_conf(session_conf or {}),
@@ -243,7 +256,7 @@ class StatePlan:
     def apply(
         self,
         *,
-        backup_url: str | None = None,
+        backup_url: PathLike | None = None,
         force: bool = False,
         idle_seconds: float = 120,
         progress: ProgressLike = None,
@@ -255,7 +268,7 @@ class StatePlan:
 
 
 def plan_state_delete(
-    ckpt_or_url: Checkpoint | str,
+    ckpt_or_url: Checkpoint | PathLike,
     operator: int = 0,
     *,
     keys_file: str | None = None,
@@ -274,7 +287,7 @@ def plan_state_delete(
 
 
 def plan_state_put(
-    ckpt_or_url: Checkpoint | str,
+    ckpt_or_url: Checkpoint | PathLike,
     rows_file: str,
     operator: int = 0,
     *,
@@ -303,11 +316,11 @@ class RepartitionPlan(StatePlan):
     def apply(
         self,
         *,
-        backup_url: str | None = None,
+        backup_url: PathLike | None = None,
         force: bool = False,
         idle_seconds: float = 120,
         progress: ProgressLike = None,
-        sink_backup_url: str | None = None,
+        sink_backup_url: PathLike | None = None,
     ) -> str:
         """The checkpoint's run, then (``sink_path``) the sink's; returns the checkpoint's run id (the sink's is
         ``self.sink_run``). A failure between them leaves the sink without its entry: plan again to write it."""
@@ -324,11 +337,123 @@ class RepartitionPlan(StatePlan):
         return run_id
 
 
+@dataclass
+class RollbackPlan(StatePlan):
+    """``ckptfix rollback``: offsets, commits and state versions after batch N deleted, and with ``with_sink`` the
+    file sink's rollback (a second plan, on the sink, applied first: see docs/repair.md, "the crash window").
+    Nothing is written until :meth:`apply`."""
+
+    sink_plan: Plan | None = None
+    sink: str | None = None
+    #: the sink's run id, once :meth:`apply` ran it
+    sink_run: str | None = None
+
+    def apply(
+        self,
+        *,
+        backup_url: PathLike | None = None,
+        force: bool = False,
+        idle_seconds: float = 120,
+        progress: ProgressLike = None,
+        sink_backup_url: PathLike | None = None,
+    ) -> str:
+        """The sink's run first (``with_sink``), then the checkpoint's; returns the checkpoint's run id (the sink's
+        is ``self.sink_run``). A failure between them leaves the sink behind the checkpoint, which Spark fills
+        again (never ahead of it): plan again to finish."""
+        if self.sink_plan is not None and self.sink is not None and not self.sink_plan.empty:
+            self.sink_run = _apply(
+                self.sink_plan, self.sink, self.storage_options, sink_backup_url, force, idle_seconds, progress
+            )
+        if self.plan.empty:
+            return ""
+        return super().apply(backup_url=backup_url, force=force, idle_seconds=idle_seconds, progress=progress)
+
+
+def plan_rollback(
+    ckpt_or_url: Checkpoint | PathLike,
+    to_batch: int,
+    target_spark: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    sink_path: PathLike | None = None,
+    with_sink: bool = False,
+    force: bool = False,
+    idle_seconds: float = 120,
+) -> RollbackPlan:
+    """``ckptfix rollback --to-batch N``: batch N becomes the last committed one. Raises ``RollbackRefused`` (a
+    ``CkptfixError``) with the reason when N is not committed, the query looks alive (``force`` skips that check),
+    the sink (``sink_path``) holds later batches and ``with_sink`` is not given, or state version N+1 cannot be
+    loaded from what remains. ``rollback --into`` (roll back a copy) has no API form: copy the checkpoint first."""
+    from ckptfix.repair.rollback import plan_rollback as make_plan
+
+    url, _ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    result = make_plan(
+        url,
+        to_batch,
+        target_spark,
+        storage_options=opts,
+        sink_path=_fspath(sink_path),
+        force=force,
+        idle_seconds=idle_seconds,
+        with_sink=with_sink,
+    )
+    return RollbackPlan(result.plan, url, opts, sink_plan=result.sink_plan, sink=result.sink)
+
+
+def undo(
+    ckpt_or_url: Checkpoint | PathLike,
+    run_id: str | None = None,
+    *,
+    backup_url: PathLike | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    force: bool = False,
+    idle_seconds: float = 120,
+    progress: ProgressLike = None,
+) -> str:
+    """``ckptfix undo``: restore every file run ``run_id`` (default: the latest run not yet undone) changed, byte
+    for byte, after checking that each still holds what ckptfix wrote; returns the run id. ``backup_url``: where
+    the run's backups are (the default of ``apply``: ``<checkpoint>/_ckptfix``; a file sink's runs are in
+    ``<sink>/_ckptfix``: pass the sink as ``ckpt_or_url``)."""
+    from ckptfix.repair import engine
+
+    url, opts = _url_of(ckpt_or_url, storage_options)
+    backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
+    engine.runs_home(url, backup, opts)
+    return engine.undo(Location(url, opts), backup, run_id, progress, force=force, idle_seconds=idle_seconds)
+
+
+def history(
+    ckpt_or_url: Checkpoint | PathLike,
+    *,
+    backup_url: PathLike | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[RunInfo]:
+    """``ckptfix history``: every ckptfix run on the checkpoint (``run_id``, ``fix``, ``created_at``, ``actions``,
+    ``status``: complete, incomplete, undone, undo-incomplete or failed), oldest first."""
+    from ckptfix.repair import engine
+
+    url, opts = _url_of(ckpt_or_url, storage_options)
+    backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
+    engine.runs_home(url, backup, opts)
+    runs = engine.Runs(backup)
+    return [runs.info(r) for r in runs.run_ids()]
+
+
+def _url_of(
+    ckpt_or_url: Checkpoint | PathLike, storage_options: Mapping[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """The URL and storage options, without listing (undo and history also take a file sink ckptfix rolled back)."""
+    if isinstance(ckpt_or_url, Checkpoint):
+        loc = ckpt_or_url.location
+        return loc.url, dict(storage_options or loc.storage_options)
+    return os.fspath(ckpt_or_url), dict(storage_options or {})
+
+
 def plan_repartition(
-    ckpt_or_url: Checkpoint | str,
+    ckpt_or_url: Checkpoint | PathLike,
     partitions: int,
     *,
-    sink_path: str | None = None,
+    sink_path: PathLike | None = None,
     sink_compact_interval: int = 10,
     target_spark: str = "4.3",
     storage_options: Mapping[str, Any] | None = None,
@@ -343,7 +468,7 @@ def plan_repartition(
         partitions,
         target_spark=target_spark,
         storage_options=opts,
-        sink_path=sink_path,
+        sink_path=_fspath(sink_path),
         sink_compact_interval=sink_compact_interval,
     )
     return RepartitionPlan(result.plan, url, opts, sink_plan=result.sink_plan, sink=result.sink)
@@ -357,7 +482,7 @@ READ_OPTIONS = frozenset(
 
 
 def read_state(
-    ckpt_or_url: Checkpoint | str,
+    ckpt_or_url: Checkpoint | PathLike,
     operator: int = 0,
     batch: int | None = None,
     *,

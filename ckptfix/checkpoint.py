@@ -268,11 +268,21 @@ class Checkpoint:
             raise NotACheckpoint(location.url, found + _did_you_mean(location, entries, marks))
         return cls(location, entries)
 
+    @property
+    def last_batch(self) -> int | None:
+        """The newest batch id of the offset log (None: no offset file), from the listing."""
+        return self.offsets.latest
+
+    @property
+    def last_commit(self) -> int | None:
+        """The newest batch id of the commit log (None: no commit file), from the listing."""
+        return self.commits.latest
+
     def __repr__(self) -> str:
         """What the listing says, without reading a file (storage options stay out: they may hold secrets)."""
         return (
-            f"<Checkpoint {self.location.url!r} last_batch={self.offsets.latest} "
-            f"last_commit={self.commits.latest} stateful_operators={len(self.state.operators)}>"
+            f"<Checkpoint {self.location.url!r} last_batch={self.last_batch} "
+            f"last_commit={self.last_commit} stateful_operators={len(self.state.operators)}>"
         )
 
     # -- reading -------------------------------------------------------------------------

@@ -250,3 +250,41 @@ def test_a_conf_value_is_read_as_spark_reads_it() -> None:
     assert ckptfix.audit(rocks, session_conf=told).verdict.restarts is True
     cli = CliRunner().invoke(app, ["audit", rocks, *(f"--conf={k}={v}" for k, v in told.items()), "-q"])
     assert cli.exit_code == 0, cli.output
+
+
+def test_paths_are_taken_as_pathlib_paths(tmp_path: Path) -> None:
+    """A new user's first call was ``open_checkpoint(Path(...))``: AttributeError. Every entry point takes a
+    ``pathlib.Path`` wherever it takes a location."""
+    assert ckptfix.open_checkpoint(SAMPLE).last_batch == ckptfix.open_checkpoint(str(SAMPLE)).last_batch
+    assert ckptfix.audit(SAMPLE).verdict.headline == ckptfix.audit(str(SAMPLE)).verdict.headline
+    copy = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, copy)
+    plan = ckptfix.plan_repair(copy)
+    assert plan.url == str(copy) and not plan.empty
+    plan.apply(backup_url=tmp_path / "backup", idle_seconds=0)
+    assert ckptfix.audit(copy).verdict.restarts is True
+    rows = list(ckptfix.read_state(ROOT / "samples" / "rocksdb-changelog", operator=0, as_arrow=False))
+    assert rows == list(ckptfix.read_state(str(ROOT / "samples" / "rocksdb-changelog"), operator=0, as_arrow=False))
+
+
+def test_rollback_history_and_undo(tmp_path: Path) -> None:
+    """``plan_rollback`` is ``ckptfix rollback``, ``history`` and ``undo`` are the commands of the same names: on a
+    copy of the RocksDB sample (offsets and commits 0..11, state up to version 12), roll back to batch 8; the
+    later logs and state versions go, the run is listed, and undo restores every byte."""
+    copy = tmp_path / "ckpt"
+    shutil.copytree(ROOT / "samples" / "rocksdb-changelog", copy)
+    before = tree(copy)
+    plan = ckptfix.plan_rollback(copy, 8, idle_seconds=0)
+    doc = cli_json("rollback", str(copy), "--to-batch", "8", "--idle-seconds", "0")
+    assert [a.path for a in plan.plan.actions] == [a["path"] for a in doc["plan"]["actions"]]
+    run_id = plan.apply(idle_seconds=0)
+    after = ckptfix.open_checkpoint(copy)
+    assert after.last_batch == 8 and after.last_commit == 8
+    assert not (copy / "offsets" / "9").exists() and not (copy / "state" / "0" / "0" / "12.zip").exists()
+    runs = ckptfix.history(copy)
+    assert [(r.run_id, r.status) for r in runs] == [(run_id, "complete")]
+    assert ckptfix.undo(copy, idle_seconds=0) == run_id
+    assert {k: v for k, v in tree(copy).items() if not k.startswith("_ckptfix/")} == before
+    assert [r.status for r in ckptfix.history(copy)] == ["undone"]
+    with pytest.raises(ckptfix.errors.NotACheckpoint):
+        ckptfix.history(tmp_path)

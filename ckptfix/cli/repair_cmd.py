@@ -11,7 +11,6 @@ import typer
 
 from ckptfix.audit import audit as run_audit
 from ckptfix.audit.model import Report
-from ckptfix.checkpoint import Checkpoint
 from ckptfix.cli.common import (
     ApplyOption,
     BackupOption,
@@ -38,7 +37,7 @@ from ckptfix.cli.common import (
     storage_options,
     write_out,
 )
-from ckptfix.errors import CkptfixError, NotACheckpoint
+from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
 from ckptfix.repair.fixes import STRATEGIES
@@ -49,21 +48,6 @@ from ckptfix.storage import Location
 
 def _backup(url: str, backup_dir: str | None, opts: dict[str, Any]) -> Location:
     return Location(backup_dir or engine.default_backup_url(url), opts)
-
-
-def _runs_home(where: str, backup: Location, opts: dict[str, Any]) -> None:
-    """``history``, ``undo`` and ``apply --resume`` take a checkpoint, or a file sink ckptfix rolled back (its runs
-    are in OUT/_ckptfix): a path that is neither, with no run recorded for it (a mistyped or wrong path), gets
-    the error every other command gives, not "no ckptfix runs recorded"."""
-    location = Location(where, opts)
-    location.require_directory()  # no such path: FileNotFoundError, as everywhere
-    if engine.Runs(backup).run_ids():
-        return
-    try:
-        Checkpoint.open(where, opts)
-    except NotACheckpoint:
-        if not location.exists("_spark_metadata"):
-            raise
 
 
 def carry_out(
@@ -251,7 +235,7 @@ def apply(
     before = None
     if resume:
         ckpt = Location(target, opts)
-        _runs_home(target, _backup(target, backup_dir, opts), opts)
+        engine.runs_home(target, _backup(target, backup_dir, opts), opts)
         run_id = engine.resume(ckpt, _backup(target, backup_dir, opts), run)
         plan = engine.Runs(_backup(target, backup_dir, opts)).plan_of(run_id)
     else:
@@ -302,7 +286,7 @@ def undo(
     """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     ckpt = Location(checkpoint, opts)
-    _runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "nothing to undo"
+    engine.runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "nothing to undo"
     run_id = engine.undo(ckpt, _backup(checkpoint, backup_dir, opts), run, force=force, idle_seconds=idle_seconds)
     if fmt is Format.json:
         emit(jsonout.document(undone_run=run_id))
@@ -320,7 +304,7 @@ def history(
 ) -> None:
     """List ckptfix runs on a checkpoint: when, what, status."""
     opts = storage_options(fmt, storage_option, endpoint_url)
-    _runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "no runs recorded"
+    engine.runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "no runs recorded"
     runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
     items = [runs.info(r) for r in runs.run_ids()]
     if fmt is Format.json:

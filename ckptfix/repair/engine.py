@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import (
     BackupError,
     CkptfixError,
@@ -38,6 +39,7 @@ from ckptfix.errors import (
     LiveQuery,
     Locked,
     NoRun,
+    NotACheckpoint,
     PreconditionFailed,
     RunInterrupted,
 )
@@ -728,6 +730,21 @@ def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Say) -> s
     _run_steps(runs, run_id, plan, ckpt, say)
     runs.journal(run_id, "complete")
     return run_id
+
+
+def runs_home(where: str, backup: Location, opts: dict[str, Any]) -> None:
+    """``history``, ``undo`` and ``apply --resume`` take a checkpoint, or a file sink ckptfix rolled back (its runs
+    are in OUT/_ckptfix): a path that is neither, with no run recorded for it (a mistyped or wrong path), gets
+    the error every other command gives, not "no ckptfix runs recorded"."""
+    location = Location(where, opts)
+    location.require_directory()  # no such path: FileNotFoundError, as everywhere
+    if Runs(backup).run_ids():
+        return
+    try:
+        Checkpoint.open(where, opts)
+    except NotACheckpoint:
+        if not location.exists("_spark_metadata"):
+            raise
 
 
 def undo(
