@@ -108,7 +108,8 @@ def _roll_state_back(fc: FixContext, batch: int, rule: str, why: str) -> str | N
         fc.builder.delete(rel, f"{why}: batch {batch} is planned again, so the state it wrote goes ({what})", rule)
     return (
         f"batch {batch} had already written state version {batch + 1}: those files go (as "
-        f"`ckptfix rollback --to-batch {batch - 1}` would), Spark loads state version {batch} and recomputes it"
+        f"`ckptfix rollback --to-batch {batch - 1}` would), Spark loads state version {batch} and writes version "
+        f"{batch + 1} again"
     )
 
 

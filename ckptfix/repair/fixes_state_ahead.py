@@ -31,7 +31,11 @@ def state_ahead(fc: FixContext, finding: Finding) -> list[str]:
             f"left by batches after {L}, which Spark plans anew: it writes the version again ({what})",
             finding.rule_id,
         )
+    # what Spark loads once the plan is carried out (not before it: a commit beyond L, which LOG-COMMIT-AHEAD's fix
+    # deletes in the same plan, makes the audit of the damaged checkpoint re-run batch L): with commits/L it resumes
+    # at batch L+1 and loads version L+1, else it re-runs batch L from version L
+    loads = keep if L in fc.ckpt.commits.files and not fc.builder.touches(fc.ckpt.commits.files[L]) else L
     return [
         f"state versions > {keep} go (as `ckptfix rollback --to-batch {L}` would): Spark loads state version "
-        f"{fc.audit.state_version} and writes the later versions again as it runs the batches after {L}"
+        f"{loads} and writes the later versions again as it runs batch {loads} and the batches after it"
     ]
