@@ -185,6 +185,8 @@ class Location:
     """A checkpoint root (or any directory) on some filesystem."""
 
     def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        if not url:  # os.path.abspath("") is the current directory: never what an empty argument meant
+            raise UsageError("expected a location (a path or URL), found an empty string")
         if url.startswith("file:/") and not url.startswith("file://"):  # Hadoop's qualified form file:/abs
             url = "file://" + url[len("file:") :]
         self.storage_options: dict[str, Any] = dict(storage_options or {})

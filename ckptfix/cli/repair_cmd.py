@@ -41,7 +41,8 @@ from ckptfix.errors import CkptfixError
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
 from ckptfix.repair.fixes import STRATEGIES
-from ckptfix.repair.plan import Plan, Unfixed, loads
+from ckptfix.repair.plan import Plan, Unfixed
+from ckptfix.repair.plan import load as load_plan
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
 
@@ -241,8 +242,7 @@ def apply(
     else:
         if run is not None:
             fail(fmt, "--run goes with --resume", "UsageError")
-        raw = Path(target).read_text()
-        plan = loads(raw, target)
+        plan = load_plan(target)
         ckpt = Location(plan.checkpoint, opts)
         before = None if plan.aims_at_restart else _audit_after(plan, opts)
         run_id = engine.apply(

@@ -173,6 +173,24 @@ def _state(obj: Any, where: str) -> FileState:
     return FileState(exists, sha if exists else None, size if exists else None)
 
 
+def load(path: str) -> Plan:
+    """Read and parse a plan file (``repair --plan-out``); a file that is not there, is a directory or cannot be
+    read is one PlanError naming it, what was expected and what was found."""
+    expected = "a plan file (written by `ckptfix repair --plan-out`)"
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise PlanError(f"{path}: expected {expected}, found no such file") from None
+    except IsADirectoryError:
+        raise PlanError(f"{path}: expected {expected}, found a directory") from None
+    except PermissionError:
+        raise PlanError(f"{path}: expected {expected}, found a file ckptfix may not read (permission denied)") from None
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"{path}: at byte {exc.start}: expected {expected}, found bytes that are not UTF-8") from None
+    return loads(text, path)
+
+
 def loads(text: str, source: str = "<plan>") -> Plan:
     """Parse and validate a plan file; every problem is one PlanError naming where it is."""
     try:

@@ -81,3 +81,32 @@ def test_a_directory_of_a_checkpoint_names_the_checkpoint(tmp_path: Path) -> Non
     assert proc.stderr.strip().endswith(
         f"this looks like the offsets/ directory of a checkpoint: did you mean {tmp_path}/ckpt?"
     )
+
+
+@pytest.mark.parametrize("command", [["audit"], ["repair"], ["state", "ls"], ["history"]])
+def test_an_empty_path_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
+    """``''`` is not the current directory (run from inside a checkpoint, it would audit that one)."""
+    shutil.copytree(sample_checkpoint(), tmp_path / "ckpt")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *command, ""],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path / "ckpt",
+    )
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr == "ckptfix: error: expected a location (a path or URL), found an empty string\n"
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("make", ["missing", "directory"])
+def test_apply_names_the_plan_file_it_cannot_read(make: str, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    if make == "directory":
+        plan.mkdir()
+    found = "no such file" if make == "missing" else "a directory"
+    proc = _cli("apply", str(plan))
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"ckptfix: error: {plan}: expected a plan file (written by `ckptfix repair --plan-out`), found {found}\n"
+    )
