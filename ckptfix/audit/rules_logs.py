@@ -201,6 +201,20 @@ LOG_OLD_UNREADABLE = define(
     "Restore it from a backup if you may need to roll back past it.",
 )
 
+LOG_WATERMARK_EDITED = define(
+    "LOG-WATERMARK-EDITED",
+    "warning",
+    "The latest offset file's watermark is not the one the commit before it recorded",
+    "Spark writes batch L's offset file with the watermark it recorded in commits/L-1 (batchWatermarkMs = "
+    "nextBatchWatermarkMs; equal in every Spark-written checkpoint we hold, 296 pairs over 3.5.9-4.3). On restart "
+    "it restores max(offsets/L's, commits/L's) watermark (MicroBatchExecution.populateStartOffsets). A higher "
+    "value there than Spark wrote makes rows count as late and evicts state earlier: a damage hunt on 4.3 saw a "
+    "windowed aggregation emit smaller counts, silently (others happened to come out right, depending on the "
+    "data). A lower one is overridden by a committed batch's, and used as is when batch L runs again.",
+    "Write the watermark commits/L-1 records back into offsets/L (`batchWatermarkMs`), or restore the file from a "
+    "backup. Nothing tells which value an edit meant: ckptfix does not change it by itself.",
+)
+
 
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_.$-]+$")  # ordinals and user-given source names
 
@@ -709,3 +723,47 @@ def deep_logs(ctx: AuditContext) -> Iterator[Finding]:
                     f"{log_name}/{b} cannot be read: expected {exc.expected}, found {exc.found}",
                     [Evidence(ck.display(log.files[b]), exc.offset, exc.expected, exc.found)],
                 )
+
+
+@check
+def watermark_edited(ctx: AuditContext) -> Iterator[Finding]:
+    L = ctx.latest_offset
+    entry = ctx.latest_offset_file
+    if L is None or L == 0 or entry is None or entry.metadata is None or L - 1 not in ctx.ckpt.commits.files:
+        return
+    commit = ctx.commit_or_error(L - 1)[0]
+    if commit is None:
+        return
+    wrote, recorded = entry.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
+    if wrote == recorded:
+        return
+    ck = ctx.ckpt
+    after = None  # batch L committed: Spark restores max(offsets/L's, commits/L's)
+    if ctx.latest_commit == L:
+        last = ctx.commit_or_error(L)[0]
+        after = last.next_batch_watermark_ms if last is not None else None
+    if after is not None and max(wrote, after) == max(recorded, after):
+        effect = (
+            f"batch {L} is committed, and Spark restores the higher of the two with commits/{L}'s ({after} ms), "
+            "the same as without the edit: no effect"
+        )
+    elif wrote > recorded:
+        effect = (
+            f"Spark restarts with a watermark of {wrote} ms instead of {max(recorded, after or recorded)}: rows "
+            "with an event time in between count as late and are dropped, and state is evicted earlier; results "
+            "may be silently wrong"
+        )
+    else:
+        effect = (
+            f"Spark runs batch {L} again with {wrote} ms instead of {recorded}: rows the first run dropped as late "
+            "are kept, and state is evicted later; results may differ from the first run's"
+        )
+    yield LOG_WATERMARK_EDITED.finding(
+        f"offsets/{L} records batchWatermarkMs {wrote}, but commits/{L - 1} recorded {recorded} as the watermark "
+        f"of batch {L} (an edit): {effect}",
+        [
+            Evidence(ck.display(ck.offsets.files[L]), expected=f"batchWatermarkMs {recorded}", found=str(wrote)),
+            Evidence(ck.display(ck.commits.files[L - 1]), note=f"nextBatchWatermarkMs {recorded}"),
+        ],
+        severity="info" if "no effect" in effect else "warning",
+    )
