@@ -20,6 +20,19 @@ from ckptfix.storage import Entry, Location
 T = TypeVar("T")
 
 
+def id_ranges(ids: list[int]) -> str:
+    """Batch ids as the messages show them: ``[0, 1, 2, 5]`` -> ``0..2,5``, ``[]`` -> ``none`` (gaps visible)."""
+    if not ids:
+        return "none"
+    runs: list[list[int]] = []
+    for x in ids:
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    return ",".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
 @dataclass
 class LogDir:
     """One metadata log directory as Spark's ``HDFSMetadataLog`` sees it."""

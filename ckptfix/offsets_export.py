@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptfix.checkpoint import Checkpoint, LogDir
+from ckptfix.checkpoint import Checkpoint, LogDir, id_ranges
 from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
 
@@ -164,10 +164,9 @@ def export_offsets(
     ckpt = Checkpoint.open(url, storage_options)
     N = last_committed_batch(ckpt) if batch is None else batch
     if N not in ckpt.offsets.files:
-        have = sorted(ckpt.offsets.files)
-        span = f"{have[0]}..{have[-1]}" if have else "none"
         raise UsageError(
-            f"{ckpt.display(f'offsets/{N}')}: expected batch {N} in the offset log, found none (offsets {span})"
+            f"{ckpt.display(f'offsets/{N}')}: expected batch {N} in the offset log, found none (offsets "
+            f"{id_ranges(sorted(ckpt.offsets.files))})"
         )
     if N not in ckpt.commits.files:
         raise UsageError(

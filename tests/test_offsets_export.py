@@ -5,6 +5,7 @@ spark-logs-and-restart.md §3, §4, §8.1); bad input is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptfix.cli.main import app
+from tests.unit.realckpt import sample_checkpoint
 
 SPARK35 = Path(__file__).resolve().parent / "fixtures" / "spark-3.5.9"
 META = b'{"batchWatermarkMs":0,"batchTimestampMs":1700000000000,"conf":{"spark.sql.shuffle.partitions":"3"}}'
@@ -140,3 +142,16 @@ def test_no_committed_batch_and_no_checkpoint(tmp_path: Path) -> None:
     assert code == 2 and "expected a committed batch" in err and len(err.strip().splitlines()) == 1
     code, _, err = export(str(tmp_path / "nope"))
     assert code == 2 and "no such file" in err
+
+
+def test_a_batch_missing_in_a_sparse_log_shows_the_gaps(tmp_path: Path) -> None:
+    """samples/async-sparse (async progress tracking) holds offsets 0, 1, 3, 5, ..., 31: batch 2 is not there, and
+    the message shows the gaps as rollback does, not a range 0..31 that suggests batch 2 is there."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    code, _out, err = export(str(ckpt), "--batch", "2")
+    assert code == 2
+    odd = ",".join(str(b) for b in range(3, 32, 2))
+    assert err == (
+        f"ckptfix: error: {ckpt}/offsets/2: expected batch 2 in the offset log, found none (offsets 0..1,{odd})\n"
+    )

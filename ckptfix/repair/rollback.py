@@ -35,7 +35,7 @@ from typing import Any
 from ckptfix import layout
 from ckptfix.audit import audit
 from ckptfix.audit.targets import parse_target
-from ckptfix.checkpoint import Checkpoint, StoreDir
+from ckptfix.checkpoint import Checkpoint, StoreDir, id_ranges
 from ckptfix.errors import CkptfixError, FormatError, RollbackRefused, UsageError
 from ckptfix.formats import rocksdbzip
 from ckptfix.repair.builder import PlanBuilder
@@ -288,26 +288,13 @@ def _check_committed(ckpt: Checkpoint, N: int) -> None:
     if not have_offsets or not have_commit:
         missing = " and ".join(x for x, ok in ((f"offsets/{N}", have_offsets), (f"commits/{N}", have_commit)) if not ok)
         O, C = sorted(ckpt.offsets.files), sorted(ckpt.commits.files)
-        known = f"offsets {_ranges(O)}, commits {_ranges(C)}"
+        known = f"offsets {id_ranges(O)}, commits {id_ranges(C)}"
         raise RollbackRefused(N, f"batch {N} is not committed: {missing} missing ({known})")
     for what, read in ((f"offsets/{N}", ckpt.offset), (f"commits/{N}", ckpt.commit)):
         try:
             read(N)
         except FormatError as exc:
             raise RollbackRefused(N, f"{what} is unreadable ({exc.expected}, found {exc.found})") from None
-
-
-def _ranges(ids: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``0..2,5``."""
-    if not ids:
-        return "none"
-    runs: list[list[int]] = []
-    for x in ids:
-        if runs and x == runs[-1][1] + 1:
-            runs[-1][1] = x
-        else:
-            runs.append([x, x])
-    return ",".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
 
 
 def _sentence(text: str) -> str:
