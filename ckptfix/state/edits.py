@@ -373,6 +373,26 @@ def parse_where(text: str, key: StructType) -> Predicate:
         return tok is not None and tok[0] == "word" and tok[1].upper() in names
 
     def column() -> tuple[list[str], DataType, bool]:
+        # `state read` shows a row's key under "key" ({"key":{"key":2}}): its path key.<column> names the column
+        # too. Tried first; a key struct whose own column is a struct named "key" still resolves the plain path
+        nonlocal i
+        start = i
+        tok = peek()
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if tok is not None and tok[:2] == ("word", "key") and nxt is not None and nxt[:2] == ("op", "."):
+            i += 2
+            try:
+                return key_path(["key"])
+            except UsageError as exc:
+                i = start
+                try:
+                    return key_path([])
+                except UsageError:
+                    raise exc from None
+        return key_path([])
+
+    def key_path(shown: list[str]) -> tuple[list[str], DataType, bool]:
+        """The column path (``shown``: the prefix the user wrote before it, for the error)."""
         tok = take("a key column")
         path: list[str] = []
         t: DataType = key
@@ -385,7 +405,7 @@ def parse_where(text: str, key: StructType) -> Predicate:
                 have = ", ".join(t.keys) if isinstance(t, StructType) else f"a {simple_string(t)}, not a struct"
                 where = ".".join(path) or "the key"
                 raise UsageError(
-                    f"--where: {'.'.join([*path, name])}: expected a column of {where} ({have}), "
+                    f"--where: {'.'.join([*shown, *path, name])}: expected a column of {where} ({have}), "
                     "found an unknown column"
                 )
             f = t.fields[t.keys.index(name)]
