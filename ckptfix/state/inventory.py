@@ -161,7 +161,7 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
         loadable = chains.loadable_versions(store, sel.provider) if sel.provider in chains.SNAPSHOT_KIND else []
     broken: dict[int, str] = {}
     if verify:  # every byte of every version it calls loadable: one damaged file unloads the versions using it
-        checked: dict[str, str | None] = {}
+        checked = _Checked()
         for v in loadable:
             problem = _chain_problem(sel, store, v, checked)
             if problem is not None:
@@ -184,7 +184,7 @@ def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:
         chain = store_chain(sel, store)
         status.chain = chain.describe()
         if verify:
-            for problem in _verify(sel, chain, {}):
+            for problem in _verify(sel, chain, _Checked()):
                 status.problem = problem
                 break
     except FormatError as exc:
@@ -205,7 +205,7 @@ def _loads(sel: Any, store: Any, version: int) -> bool:
         return False
 
 
-def _chain_problem(sel: Any, store: Any, version: int, checked: dict[str, str | None]) -> str | None:
+def _chain_problem(sel: Any, store: Any, version: int, checked: _Checked) -> str | None:
     try:
         chain = store_chain(sel, store, version)
     except FormatError as exc:
@@ -213,13 +213,22 @@ def _chain_problem(sel: Any, store: Any, version: int, checked: dict[str, str | 
     return next(_verify(sel, chain, checked), None)
 
 
-def _verify(sel: Any, chain: chains.Chain, checked: dict[str, str | None]) -> Iterator[str]:
-    """Problems of a chain's files, each file verified once (``checked`` caches across chains)."""
+@dataclass
+class _Checked:
+    """Verdicts already reached while listing one store: per state file, and per SST (zips share SSTs)."""
+
+    files: dict[str, str | None] = field(default_factory=dict)
+    ssts: dict[str, verify.FileProblem | None] = field(default_factory=dict)
+
+
+def _verify(sel: Any, chain: chains.Chain, checked: _Checked) -> Iterator[str]:
+    """Problems of a chain's files, each file (and each SST) verified once across chains."""
     for step in chain.files:
-        if step.rel not in checked:
-            checked[step.rel] = _file_problem(sel, chain.store, step)
-        if checked[step.rel] is not None:
-            yield str(checked[step.rel])
+        if step.rel not in checked.files:
+            checked.files[step.rel] = _file_problem(sel, chain.store, step, checked.ssts)
+        problem = checked.files[step.rel]
+        if problem is not None:
+            yield problem
 
 
 def _delimiter(sel: Any) -> bytes:
@@ -227,14 +236,21 @@ def _delimiter(sel: Any) -> bytes:
     return rocks.MERGE_DELIMITERS[rocks.MERGE_OPERATOR_VERSION_ABSENT] if found is None else found
 
 
-def _file_problem(sel: Any, store: Any, step: chains.Step) -> str | None:
+def _file_problem(sel: Any, store: Any, step: chains.Step, ssts: dict[str, verify.FileProblem | None]) -> str | None:
     """Every byte of one state file (the store model's facts, :mod:`ckptfix.stores.verify`): its checksum
     sidecars, its framing decoded to the end, and for a RocksDB zip its CRCs, its SSTs (present, listed size,
     sidecars) and every block of the database it makes. Any damaged byte counts, even one Spark's load would
     not notice (a stale SST sidecar, a bad block): the versions using the file are not vouched for."""
     try:
         facts = verify.check_file(
-            sel.ckpt, store, step.rel, step.kind, sel.codec, deep=True, merge_delimiter=_delimiter(sel)
+            sel.ckpt,
+            store,
+            step.rel,
+            step.kind,
+            sel.codec,
+            deep=True,
+            merge_delimiter=_delimiter(sel),
+            ssts_checked=ssts,
         )
     except FormatError as exc:  # an unreadable file (permission, vanished)
         return str(exc)

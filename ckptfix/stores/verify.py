@@ -15,7 +15,7 @@ database they make, read through RocksDB.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
@@ -92,10 +92,13 @@ def check_file(
     read: Callable[[str], bytes] | None = None,
     deep: bool = False,
     merge_delimiter: bytes | None = None,
+    ssts_checked: dict[str, FileProblem | None] | None = None,
 ) -> list[FileProblem]:
     """The problems of one state file (``kind``: snapshot | delta | changelog | zip), ending at the first
     FATAL one. ``read`` reads the file itself (the audit's cached reader; default: straight from storage);
-    SSTs are always read straight from storage. ``deep``: open a zip's database and read every key."""
+    SSTs are always read straight from storage. ``deep``: open a zip's database and read every key.
+    ``ssts_checked``: the verdict on each SST already checked (by path), shared across the zips of a store that
+    list the same tables, so each SST is read and verified once."""
     display = ckpt.display(rel)
     data = (read or ckpt.location.read)(rel)
     out: list[FileProblem] = []
@@ -110,7 +113,7 @@ def check_file(
         # RocksDBFileManager unzips straight from the file system (Utils.unzipFilesFromFile): the Hadoop .crc is
         # verified on a local file system, the JSON checksum sidecar never (recorded on 4.1.4: a cut zip fails
         # with "Unexpected end of ZLIB input stream", not CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED)
-        return _zip(ckpt, store, rel, data, deep, merge_delimiter)
+        return _zip(ckpt, store, rel, data, deep, merge_delimiter, {} if ssts_checked is None else ssts_checked)
     side = sidecar_mismatch(ckpt, store, rel, data)
     if side is not None:
         why, sidecar = side
@@ -150,7 +153,13 @@ def _framed_in_bulk(raw: bytes, kind: str) -> bool:
 
 
 def _zip(
-    ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes, deep: bool, merge_delimiter: bytes | None
+    ckpt: Checkpoint,
+    store: StoreDir,
+    rel: str,
+    data: bytes,
+    deep: bool,
+    merge_delimiter: bytes | None,
+    checked: dict[str, FileProblem | None],
 ) -> list[FileProblem]:
     display = ckpt.display(rel)
     try:
@@ -188,21 +197,24 @@ def _zip(
             ]
         if sst_name in store.hadoop_crc:
             # Hadoop's local ChecksumFileSystem verifies the sidecar while Spark copies the SST: the load fails
-            damaged = hadoop_mismatch(ckpt, store, sst_rel, ckpt.location.read(sst_rel))
-            if damaged is not None:
-                at, crc_rel = damaged
-                return [
-                    FileProblem(
+            if sst_rel not in checked:
+                damaged = hadoop_mismatch(ckpt, store, sst_rel, ckpt.location.read(sst_rel))
+                checked[sst_rel] = (
+                    None
+                    if damaged is None
+                    else FileProblem(
                         sst_rel,
                         "sst-hadoop-crc",
                         ckpt.display(sst_rel),
-                        at,
-                        f"the bytes {crc_rel} covers",
+                        damaged[0],
+                        f"the bytes {damaged[1]} covers",
                         "others",
-                        sidecar=crc_rel,
-                        zip=rel,
+                        sidecar=damaged[1],
                     )
-                ]
+                )
+            problem = checked[sst_rel]
+            if problem is not None:
+                return [replace(problem, zip=rel)]
         else:
             bare.append(sst)
     # then RocksDB opens the database: it reads each table's footer, metaindex, properties and index blocks and
@@ -210,9 +222,12 @@ def _zip(
     # fails its own it ignores; data blocks it reads only when a lookup, a scan or a compaction reaches them
     for sst in bare:
         sst_rel = f"{store.rel}/SSTs/{sst.dfs_sst_file_name}"
-        problem = _sst_blocks(ckpt, sst_rel, rel)
+        if sst_rel not in checked:
+            checked[sst_rel] = _sst_blocks(ckpt, sst_rel)
+        problem = checked[sst_rel]
         if problem is None:
             continue
+        problem = replace(problem, zip=rel)
         if problem.kind in FATAL:
             return [problem]
         out.append(problem)
@@ -221,7 +236,7 @@ def _zip(
     return out
 
 
-def _sst_blocks(ckpt: Checkpoint, sst_rel: str, zip_rel: str) -> FileProblem | None:
+def _sst_blocks(ckpt: Checkpoint, sst_rel: str) -> FileProblem | None:
     """One SST's block checksums (:mod:`ckptfix.formats.sst`): damage that stops RocksDB opening the table
     (``sst-corrupt``), in a data block (``sst-blocks``: read only when something reaches it), in the bloom filter
     (``sst-filter``: ignored), or what could not be checked (``unverifiable``)."""
@@ -238,7 +253,6 @@ def _sst_blocks(ckpt: Checkpoint, sst_rel: str, zip_rel: str) -> FileProblem | N
             damage.offset,
             f"{damage.expected} for its {block}",
             damage.found,
-            zip=zip_rel,
             rocksdb_message=_rocksdb_message(damage),
         )
     if report.unverified:
