@@ -25,6 +25,8 @@ Facts (real files and restarts; spark-behaviour-observed.md §8 and tests/audit_
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,7 +57,8 @@ JOIN_NULLABILITY = define(
     "non-null was narrowed by the join's inferred filter (fails); a non-null key is a non-null expression or "
     "source column, which 4.x derives non-null too (restarts: the 3.5.9 matrix join on coalesce(key), Spark's own "
     "3.5.1 and 4.0.0 join checkpoints). Other non-null row fields the files cannot tell apart: unknown.",
-    "`ckptfix repair CKPT --target-spark 4.x --apply` rewrites the join's schema files with every field nullable "
+    "`ckptfix repair CKPT --target-spark 4.3 --apply` (the release the query restarts on) rewrites the join's schema "
+    "files with every field nullable "
     "(the check accepts a nullable stored field for a non-null one; the state bytes are unchanged). Spark's own "
     "way out, spark.sql.streaming.stateStore.stateSchemaCheck=false, turns the check off for every operator.",
 )
@@ -243,8 +246,11 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 "expressions; the files cannot tell",
                 [Evidence(ck.display(s.schema or ""), found="nullable=false", note=s.store) for s, _ in undecided],
                 severity="warning",
-                fix="`ckptfix audit CKPT --against MODULE:FUNCTION` plans the query and compares its state schema "
-                "with the stored one; if they differ, " + JOIN_NULLABILITY.fix,
+                fix=_runnable(
+                    "`ckptfix audit CKPT --against MODULE:FUNCTION` plans the query and compares its state schema "
+                    "with the stored one; if they differ, " + JOIN_NULLABILITY.fix,
+                    ctx,
+                ),
                 undecided=True,
             )
             continue
@@ -273,7 +279,15 @@ def join_schema_findings(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 ctx.next_batch,
             ),
             stage=64,
+            fix=_runnable(JOIN_NULLABILITY.fix, ctx),
         )
+
+
+def _runnable(fix: str, ctx: AuditContext) -> str:
+    """A rule's fix text with the values this audit knows: the checkpoint for CKPT, the audit's target for the
+    example release after --target-spark (the CLI refuses a placeholder such as 4.x)."""
+    fix = re.sub(r"--target-spark 4\.\d+", f"--target-spark {ctx.target.label}", fix)
+    return fix.replace("CKPT", shlex.quote(ctx.ckpt.location.url))
 
 
 def join_format_findings(ctx: AuditContext) -> Iterator[Finding]:
@@ -302,6 +316,7 @@ def join_format_findings(ctx: AuditContext) -> Iterator[Finding]:
                 "java.lang.IllegalArgumentException", None, "Unsupported schema writer version: 1", ctx.next_batch
             ),
             stage=64,
+            fix=_runnable(JOIN_FORMAT_1.fix, ctx),
         )
 
 
