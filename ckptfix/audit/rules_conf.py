@@ -135,11 +135,13 @@ FORMAT_NOT_RECORDED = define(
 
 
 def _recorded_before(ctx: AuditContext, key: str, before: int) -> tuple[str, str] | None:
-    """(offsets/<b>, value) of the newest readable offset file older than ``before`` that records ``key``."""
+    """(offsets/<b>, value) when the newest readable offset file older than ``before`` records ``key``. Only
+    that one file: Spark writes every key into every file, so where it lacks the key too, the checkpoint comes
+    from a release that did not record it (its state is in the legacy format), or more files were edited."""
     for b in sorted((b for b in ctx.ckpt.offsets.files if b < before), reverse=True):
         entry = ctx.ckpt.try_offset(b)
-        if entry is not None and entry.metadata is not None and key in entry.metadata.conf:
-            return f"offsets/{b}", entry.metadata.conf[key]
+        if entry is not None and entry.metadata is not None:
+            return (f"offsets/{b}", entry.metadata.conf[key]) if key in entry.metadata.conf else None
     return None
 
 
