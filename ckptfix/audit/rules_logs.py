@@ -530,6 +530,22 @@ def commit_collision(ctx: AuditContext) -> Iterator[Finding]:
 @check
 def commit_gap(ctx: AuditContext) -> Iterator[Finding]:
     L, K = ctx.latest_offset, ctx.latest_commit
+    if K is None and L is not None and L >= 1 and (L - 1) in ctx.ckpt.offsets.files and not ctx.ckpt.looks_async():
+        # no commit at all (commits/ emptied or deleted): populateStartOffsets takes batch L as not committed
+        yield LOG_COMMIT_GAP.finding(
+            f"commits/ holds no commit although offsets/0..{L} exist: Spark runs batch {L} again from offsets/"
+            f"{L - 1} (its rows reach the sink a second time unless the sink is idempotent) and never re-runs "
+            f"batches 0..{L - 1}: right if the commit files were lost after those batches ran, silent data loss "
+            "if they never ran",
+            [
+                Evidence(ctx.ckpt.display("commits"), expected=f"commits up to {L - 1} or {L}", found="none"),
+                Evidence(ctx.ckpt.display(f"offsets/{L}")),
+            ],
+            fix="Nothing to do if the commit files were deleted after the batches ran (Spark writes commits/"
+            f"{L} again). If batches 0..{L - 1} never ran, no rollback reaches before them: start the query on a "
+            "new checkpoint.",
+        )
+        return
     if L is None or K is None or K >= L - 1 or (L - 1) not in ctx.ckpt.offsets.files:
         return
     async_like = ctx.ckpt.looks_async()
