@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ckptfix.errors import FormatError, MissingExtra
-from ckptfix.formats.text import json_failure, loads, preview
+from ckptfix.formats.text import json_expected, json_failure, loads, preview
 
 LOG_DIR = "_delta_log"
 
@@ -80,7 +80,9 @@ def _json_actions(data: bytes, path: str) -> Iterator[tuple[int, dict[str, Any]]
             obj = loads(text)
         except json.JSONDecodeError as exc:
             kind, pos, found = json_failure(exc, text)
-            raise FormatError(path, line_at + pos, f"one JSON action per line ({exc.msg})", found, kind=kind) from None
+            raise FormatError(
+                path, line_at + pos, f"one JSON action per line ({json_expected(exc)})", found, kind=kind
+            ) from None
         if not isinstance(obj, dict):
             raise FormatError(path, line_at, "a JSON object (one Delta action)", preview(text), kind="invalid-json")
         yield line_at, obj

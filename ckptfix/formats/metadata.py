@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.errors import FormatError, UsageError
-from ckptfix.formats.text import dumps, json_failure, loads, preview
+from ckptfix.formats.text import dumps, json_expected, json_failure, loads, preview
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,9 @@ def parse(data: bytes, path: str = "<metadata>") -> StreamMetadata:
         obj = loads(text)
     except json.JSONDecodeError as exc:
         kind, pos, found = json_failure(exc, text)
-        raise FormatError(path, len(text[:pos].encode()), f"a JSON object ({exc.msg})", found, kind=kind) from None
+        raise FormatError(
+            path, len(text[:pos].encode()), f"a JSON object ({json_expected(exc)})", found, kind=kind
+        ) from None
     if not isinstance(obj, dict):
         raise FormatError(path, 0, "a JSON object", preview(text), kind="invalid-json")
     qid = obj.get("id")

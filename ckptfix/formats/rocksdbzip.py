@@ -247,7 +247,7 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> None
             path,
             info.header_offset,
             f"member {info.filename!r} with CRC-32 0x{info.CRC:08x}" if crc else f"a valid member {info.filename!r}",
-            str(exc),
+            "content with another CRC-32 (its bytes were changed)" if crc else f"a damaged member ({exc})",
             kind="bad-crc" if crc else "corrupt-zip",
         ) from None
     except (zlib.error, EOFError, ValueError, NotImplementedError, UnicodeDecodeError, struct.error) as exc:
@@ -255,7 +255,7 @@ def _check_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str) -> None
             path,
             info.header_offset,
             f"readable member {info.filename!r}",
-            f"{type(exc).__name__}: {exc}",
+            f"data that does not decompress ({type(exc).__name__}: {exc})",
             kind="corrupt-zip",
         ) from None
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats.javaio import MAX_UTF_BYTES, join_surrogates, read_utf, write_utf
-from ckptfix.formats.text import loads, preview
+from ckptfix.formats.text import json_expected, loads, preview
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
@@ -114,7 +114,9 @@ def _json(text: str, path: str, offset: int, what: str) -> dict[str, Any]:
     try:
         value = loads(text)
     except json.JSONDecodeError as exc:
-        raise FormatError(path, offset, f"{what} as JSON ({exc.msg})", preview(text), kind="invalid-json") from None
+        raise FormatError(
+            path, offset, f"{what} as JSON ({json_expected(exc)})", preview(text), kind="invalid-json"
+        ) from None
     if not isinstance(value, dict):
         raise FormatError(path, offset, f"{what} as a JSON object", preview(text), kind="invalid-json")
     return value

@@ -32,7 +32,7 @@ from typing import Literal
 
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats.javaio import U16, decode_modified_utf8, read_utf, write_utf
-from ckptfix.formats.text import loads, preview
+from ckptfix.formats.text import json_expected, loads, preview
 
 INT = struct.Struct(">i")  # Java DataOutputStream: big-endian
 BYTE = struct.Struct(">B")
@@ -101,7 +101,9 @@ def parse_changelog_header(raw: bytes, path: str = "<changelog>") -> ChangelogHe
     try:
         items = loads(text)
     except json.JSONDecodeError as exc:
-        raise FormatError(path, pos, f"lineage JSON ({exc.msg})", preview(text), kind="invalid-json") from None
+        raise FormatError(
+            path, pos, f"lineage JSON ({json_expected(exc)})", preview(text), kind="invalid-json"
+        ) from None
     lineage: list[LineageEntry] = []
     ok = isinstance(items, list)
     for item in items if ok else ():

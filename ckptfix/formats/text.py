@@ -167,11 +167,28 @@ def parse_json_object(path: str, line: Line, what: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         kind, pos, found = json_failure(exc, text)
         raise FormatError(
-            path, line.offset + len(text[:pos].encode()), f"{what} ({exc.msg})", found, kind=kind
+            path, line.offset + len(text[:pos].encode()), f"{what} ({json_expected(exc)})", found, kind=kind
         ) from None
     if not isinstance(value, dict):
         raise FormatError(path, line.offset, f"{what} as a JSON object", preview(text), kind="invalid-json")
     return value
+
+
+#: what Python's JSON parser wanted, in words (its messages name no token: "Expecting value")
+_JSON_WANTED = (
+    ("Unterminated string", "every string closed"),
+    ("Expecting value", "a value"),
+    ("Expecting property name", "a field name in double quotes"),
+    ("Expecting ':'", "':' after a field name"),
+    ("Expecting ','", "',' or the closing bracket"),
+    ("Extra data", "nothing after the JSON value"),
+    ("Invalid control character", "no raw control character inside a string"),
+    ("Invalid \\escape", "a valid escape sequence"),
+)
+
+
+def json_expected(exc: json.JSONDecodeError) -> str:
+    return next((words for prefix, words in _JSON_WANTED if exc.msg.startswith(prefix)), exc.msg)
 
 
 def json_failure(exc: json.JSONDecodeError, text: str) -> tuple[str, int, str]:

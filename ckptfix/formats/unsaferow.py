@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ckptfix.errors import FormatError
-from ckptfix.formats.text import loads
+from ckptfix.formats.text import json_expected, loads
 
 # ----------------------------------------------------------------- byte layouts (little-endian)
 
@@ -377,7 +377,7 @@ def parse_schema(obj: Mapping[str, Any] | str, path: str = "<schema>") -> Struct
         try:
             obj = loads(text)
         except json.JSONDecodeError as exc:
-            raise FormatError(path, 0, f"schema JSON ({exc.msg})", text[:200], kind="invalid-json") from None
+            raise FormatError(path, 0, f"schema JSON ({json_expected(exc)})", text[:200], kind="invalid-json") from None
     t = parse_type(obj, path)
     if not isinstance(t, StructType):
         raise FormatError(path, 0, "a struct type", repr(obj)[:200], kind="bad-schema")

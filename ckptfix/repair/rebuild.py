@@ -104,7 +104,15 @@ def rebuild_hint(sel: Selection, exc: FormatError, checkpoint: str) -> str | Non
                 f"ckptfix state rebuild {shlex.quote(checkpoint)} --version {sel.version} "
                 f"--operator {sel.op.operator} --partition {part}"
             )
-            return f"`{command}` writes a new snapshot of version {sel.version} from {other.describe()}"
+            hint = f"`{command}` writes a new snapshot of version {sel.version} from {other.describe()}"
+            if other.base is None:
+                return hint
+            # read past it without writing: --from-snapshot takes the batch after which the snapshot was written
+            read = (
+                f"ckptfix state read {shlex.quote(checkpoint)} --version {sel.version} "
+                f"--operator {sel.op.operator} --from-snapshot {other.base.version - 1}"
+            )
+            return f"{hint}; `{read}` reads the version from there without writing anything"
     return None
 
 
