@@ -18,7 +18,7 @@ from ckptfix.audit.registry import check, define
 from ckptfix.checkpoint import LogDir
 from ckptfix.errors import FormatError
 from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
-from ckptfix.formats.offsetlog import file_source_log_offset
+from ckptfix.formats.offsetlog import file_source_log_offset, offset_kind, unusable_offset_field
 
 SRC_MISSING = define(
     "SRC-LOG-MISSING",
@@ -47,6 +47,19 @@ SRC_BACKWARDS = define(
     "writes such an offset: the file was edited or damaged.",
     "Restore the offset file from a backup, or delete it so Spark plans the batch again (`ckptfix rollback` to the "
     "batch before it).",
+)
+
+SRC_OFFSET_UNREADABLE = define(
+    "SRC-OFFSET-UNREADABLE",
+    "error",
+    "A source's offset in the offset log holds a value Spark cannot read",
+    'Spark reads a file source\'s offset `{"logOffset":N}` and a rate-micro-batch source\'s `{"offset":N,'
+    '"timestamp":M}` with json4s into Long fields; a string, boolean, null, array or object there (`"80"` for 80) '
+    "fails with `org.json4s.MappingException: No usable value for <field>` when the restart reads the offset (seen "
+    "on 4.3, damage hunt of 2026-11-27; recorded 3.5.9-4.2.1 for the file source). Offsets whose source the JSON "
+    "does not name for sure (a bare number, Kafka's per-partition map, ...) are not checked.",
+    "Restore the offset file from a backup or write the number without quotes; or roll the query back to the batch "
+    "before it (`ckptfix rollback`).",
 )
 
 
@@ -84,9 +97,7 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                     yield SRC_MISSING.finding(
                         f"{log.rel}/{name} is missing; the source restores its file list from it",
                         [Evidence(ck.display(f"{log.rel}/{name}"), expected="a file", found="none")],
-                        spark_error=SparkError(
-                            E.ISE, None, f"{name} doesn't exist (latestId: {latest}, compactInterval: {interval})"
-                        ),
+                        spark_error=E.source_compaction_missing(ctx.target, name, latest, interval),
                         stage=15,
                     )
                     break
@@ -102,7 +113,7 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                     Evidence(ck.display(f"offsets/{L}"), expected=f"a logOffset >= {start}", found=str(end)),
                     Evidence(ck.display(f"offsets/{L - 1}"), note=f"logOffset {start}"),
                 ],
-                spark_error=SparkError("java.lang.AssertionError", None, "assertion failed"),
+                spark_error=E.get_batch_assertion(),
                 stage=60,
             )
             continue
@@ -118,6 +129,9 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                 stage=60,
             )
             continue
+        behind = _log_behind_offset(ctx, src.source_id, latest, end)
+        if behind is not None:
+            yield behind
         parsed = sorted(log.files) if ctx.deep else sorted({*needed, *(b for b in restored if b in log.files)})
         for b in parsed:
             try:
@@ -130,6 +144,29 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                     or SparkError(None, None, log.path_of(b)),
                     stage=60,
                 )
+
+
+def _log_behind_offset(ctx: AuditContext, source_id: str, latest: int | None, end: int) -> Finding | None:
+    """The source's log ends (``latest``) more than one entry below the offset batch L recorded (``end``), while
+    batch L itself needs none of the missing entries (it read no file: start == end, as a watermark's no-data batch
+    does; else :data:`SRC_MISSING` fails it first). The restarted source numbers its next batch from its own log:
+    latest + 1 when it finds files it has not seen (the deleted entries' files are such), latest when it finds none;
+    either way below ``end`` and different from it, so Spark plans a batch from ``end`` back to that offset and
+    ``getBatch``'s ``assert(startOffset <= endOffset)`` fails (damage hunt of 2026-11-27, F07 on 4.3; recorded
+    3.5.9-4.2.1). One entry below (latest + 1 == end) depends on the input directory: with new files the source
+    writes entry ``end`` again and restarts."""
+    if latest is None or latest + 1 >= end:
+        return None
+    L = ctx.latest_offset
+    rel = f"{layout.SOURCES}/{source_id}"
+    committed = L is not None and ctx.latest_commit == L
+    return SRC_MISSING.finding(
+        f"{rel}/ ends at entry {latest}, but offsets/{L} records that source {source_id} read its log up to entry "
+        f"{end}: the next batch numbers its files from {latest + 1}, and reading from {end} back to it fails",
+        [Evidence(ctx.ckpt.display(rel), expected=f"log entries up to {end}", found=f"up to {latest}")],
+        spark_error=E.get_batch_assertion(),
+        stage=60 if committed else 88,  # the batch after L: the first one when L committed, else after L's commit
+    )
 
 
 def _some_missing(needed: list[int], missing: list[int]) -> SparkError:
@@ -166,7 +203,7 @@ def _whole_log_missing(ctx: AuditContext, source_id: str, end: int) -> Finding:
         err = E.batch_missing(start + 1)
         when = f"the restart reads batch {L}'s entries {start + 1}..{end} again"
     else:
-        err = SparkError("java.lang.AssertionError", None, "assertion failed")
+        err = E.get_batch_assertion()
         when = f"the next batch plans new files from log entry 0, below the recorded {end}"
     return SRC_MISSING.finding(
         f"{rel}/ is missing, but offsets/{L} records that source {source_id} read its log up to entry {end}: {when}",
@@ -176,3 +213,35 @@ def _whole_log_missing(ctx: AuditContext, source_id: str, end: int) -> Finding:
         fix=f"Restore {rel}/ from a backup: the list of files the source has read is in no other file. A new "
         "checkpoint would read every input file again (the sink gets old rows a second time).",
     )
+
+
+@check
+def source_offsets_readable(ctx: AuditContext) -> Iterator[Finding]:
+    """The offsets the restart parses: a file source's in offsets/L-1 and offsets/L (``getBatch(start, end)`` of
+    batch L, committed or not); a rate-micro-batch source's in offsets/L (the next batch's start, or batch L's end
+    when it runs again) and, when L runs again, in offsets/L-1 if it differs (its start)."""
+    L, cur = ctx.latest_offset, ctx.latest_offset_file
+    if L is None or cur is None:
+        return
+    prev = ctx.offset_or_error(L - 1)[0] if L > 0 and (L - 1) in ctx.ckpt.offsets.files else None
+    rerun = ctx.latest_commit != L
+    for src in cur.offsets:
+        p = next((o for o in prev.offsets if o.source_id == src.source_id), None) if prev else None
+        before = p.json if p else None
+        kind = offset_kind(src.json) or offset_kind(before)
+        if kind is None:
+            continue
+        read = [(L - 1, before)] if kind == "file" or (rerun and before != src.json) else []
+        for batch, raw in [*read, (L, src.json)]:
+            bad = unusable_offset_field(raw)
+            if bad is None:
+                continue
+            name, value = bad
+            yield SRC_OFFSET_UNREADABLE.finding(
+                f"offsets/{batch} records {kind} source {src.source_id}'s {name} as {value}, which Spark cannot "
+                "read as a number",
+                [Evidence(ctx.ckpt.display(f"offsets/{batch}"), expected=f"a number for {name}", found=value)],
+                spark_error=E.offset_field_unusable(name),
+                stage=60,
+            )
+            break

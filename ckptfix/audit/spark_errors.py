@@ -54,6 +54,30 @@ def batch_metadata_not_found(rel: str) -> SparkError:
     return SparkError("org.apache.spark.SparkFileNotFoundException", "BATCH_METADATA_NOT_FOUND", rel)
 
 
+def source_compaction_missing(target: SparkTarget, name: str, latest: int, interval: int) -> SparkError:
+    """``CompactibleFileStreamLog.allFiles`` (the file source restoring its seen files at start) finds no
+    ``<name>``, the compaction the latest entry builds on: ``<path>/<name> doesn't exist (latestId: L,
+    compactInterval: I)``. The exception is ``IllegalStateException`` up to 4.1 and ``FileNotFoundException``
+    from 4.2 (javap of the spark-sql jars of 3.5.9, 4.0.5, 4.1.4, 4.2.1 and 4.3.0; recorded 3.5.9-4.2.1, seen on
+    4.3 in the damage hunt of 2026-11-27)."""
+    cls = FNF if target.at_least(4, 2) else ISE
+    return SparkError(cls, None, f"{name} doesn't exist (latestId: {latest}, compactInterval: {interval})")
+
+
+def get_batch_assertion() -> SparkError:
+    """``FileStreamSource.getBatch``'s ``assert(startOffset <= endOffset)`` (every release 3.5.9-4.3: javap shows
+    the same check, FileStreamSource.scala line 238 on 3.5.9, 304 on 4.3)."""
+    return SparkError("java.lang.AssertionError", None, "assertion failed")
+
+
+def offset_field_unusable(field: str) -> SparkError:
+    """json4s reading a source's offset into its case class (FileStreamSourceOffset, RatePerMicroBatchStreamOffset)
+    finds no Long in ``field``: ``org.json4s.MappingException: No usable value for <field>`` then ``Do not know how
+    to convert JString(80) into long`` (seen on 4.3, damage hunt of 2026-11-27; the same texts from the classes
+    of 3.5.9, 4.0.5 and 4.3.0 called directly)."""
+    return SparkError("org.json4s.MappingException", None, f"No usable value for {field}")
+
+
 def file_not_found(rel: str) -> SparkError:
     return SparkError(FNF, None, f"{rel} does not exist")
 

@@ -20,6 +20,7 @@ from ckptfix.errors import FormatError
 from ckptfix.formats.text import (
     Line,
     dumps,
+    java_long,
     loads,
     long_field,
     parse_json_object,
@@ -151,13 +152,55 @@ def dump(entry: OffsetFile) -> bytes:
 
 
 def file_source_log_offset(raw: str | None) -> int | None:
-    """The file source's offset ``{"logOffset":N}`` (an entry of ``sources/<k>/``); None for
-    any other source's offset."""
+    """The file source's offset ``{"logOffset":N}`` (an entry of ``sources/<k>/``), N as json4s reads it into a
+    Long; None for any other source's offset, or one Spark cannot read (:func:`unusable_offset_field`)."""
     if raw is None:
         return None
     try:
         value = loads(raw)
     except ValueError:
         return None
-    n = value.get("logOffset") if isinstance(value, dict) else None
-    return n if isinstance(n, int) and not isinstance(n, bool) else None
+    if not isinstance(value, dict) or "logOffset" not in value:
+        return None
+    return java_long(value["logOffset"])
+
+
+#: offsets whose source the JSON's keys name for sure -> (the source, the fields Spark's json4s reads into a Long,
+#: in the case class's order): FileStreamSourceOffset(logOffset) and RatePerMicroBatchStreamOffset(offset,
+#: timestamp). Other shapes (a bare number: rate, socket, memory; Kafka's {"topic":{"0":N}}; ...) say nothing.
+OFFSET_KINDS: dict[frozenset[str], tuple[str, tuple[str, ...]]] = {
+    frozenset({"logOffset"}): ("file", ("logOffset",)),
+    frozenset({"offset", "timestamp"}): ("rate-micro-batch", ("offset", "timestamp")),
+}
+
+
+def offset_kind(raw: str | None) -> str | None:
+    """The source an offset JSON belongs to when its keys say so for sure (:data:`OFFSET_KINDS`); else None."""
+    known = _known_offset(raw)
+    return known[0] if known else None
+
+
+def unusable_offset_field(raw: str | None) -> tuple[str, str] | None:
+    """(field, what it holds) for the first field of an offset of a known kind that json4s cannot read into a
+    Long (a string, boolean, null, array or object: ``MappingException: No usable value for <field>``); numbers
+    are read (a fraction truncated, as :func:`java_long`). None when Spark reads it, or the kind is unknown."""
+    known = _known_offset(raw)
+    if known is None:
+        return None
+    for name in known[1]:
+        if java_long(known[2][name]) is None:
+            return name, dumps(known[2][name])
+    return None
+
+
+def _known_offset(raw: str | None) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
+    if raw is None:
+        return None
+    try:
+        value = loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    kind = OFFSET_KINDS.get(frozenset(value))
+    return (kind[0], kind[1], value) if kind else None

@@ -351,6 +351,58 @@ def _offset_source_moved_back(ckpt: Path) -> None:
     rewrite(path, "\n".join(lines), drop_crc=True)
 
 
+def _source_log_entries(ckpt: Path) -> dict[int, Path]:
+    d = ckpt / "sources" / "0"
+    out: dict[int, Path] = {}
+    for p in d.iterdir() if d.is_dir() else []:
+        m = re.fullmatch(r"([0-9]+)(\.compact)?", p.name)
+        if m:
+            out[int(m.group(1))] = p
+    return out
+
+
+def _source_log_newest_compact_deleted(ckpt: Path) -> None:
+    """sources/0's newest ``N.compact`` deleted, the entries after it kept: the source restores its seen files from
+    that compaction on at start."""
+    entries = _source_log_entries(ckpt)
+    compacts = [b for b, p in entries.items() if p.name.endswith(".compact")]
+    if not compacts or max(compacts) == max(entries):
+        raise SkipCase("no sources/0 compaction with entries after it")
+    remove(entries[max(compacts)])
+
+
+def _source_log_cut_below_noop_batch(ckpt: Path) -> None:
+    """offsets/L records the file source at offsets/L-1's logOffset (batch L read no file, as a watermark's no-data
+    batch does; an edit, .crc dropped), and sources/0's newest compaction and every entry after it deleted: the log
+    now ends two entries below the recorded offset (damage hunt of 2026-11-27, F07)."""
+    L = latest(ckpt, "offsets")
+    entries = _source_log_entries(ckpt)
+    compacts = [b for b, p in entries.items() if p.name.endswith(".compact")]
+    if L < 1 or not compacts:
+        raise SkipCase("no offset file before the latest, or no sources/0 compaction")
+    prev = json.loads(_offset_lines(ckpt / "offsets" / str(L - 1))[2])["logOffset"]
+    cut = max(compacts)
+    if prev - cut < 1:
+        raise SkipCase("the newest compaction is not below the previous batch's logOffset")
+    path = ckpt / "offsets" / str(L)
+    lines = _offset_lines(path)
+    lines[2] = json.dumps({"logOffset": prev}, separators=(",", ":"))
+    rewrite(path, "\n".join(lines), drop_crc=True)
+    for b, p in entries.items():
+        if b >= cut:
+            remove(p)
+
+
+def _offset_source_as_string(ckpt: Path) -> None:
+    """The file source's offset in offsets/L with its number written as a JSON string, ``{"logOffset":"N"}``
+    (an edit; .crc dropped)."""
+    path = latest_file(ckpt, "offsets")
+    lines = _offset_lines(path)
+    n = json.loads(lines[2])["logOffset"]
+    lines[2] = json.dumps({"logOffset": str(n)}, separators=(",", ":"))
+    rewrite(path, "\n".join(lines), drop_crc=True)
+
+
 def _byte_not_utf8(log: str, marker: bytes) -> Callable[[Path], None]:
     """The first byte of ``marker`` in the log's latest entry replaced by 0xFF (not UTF-8; the JSON stays
     well-formed around it, as a flipped bit in a string would leave it); .crc dropped."""
@@ -913,6 +965,28 @@ _CASES = [
         "stateless",
         _offset_source_moved_back,
         "offsets/L's file-source logOffset edited to one below offsets/L-1's (.crc dropped)",
+    ),
+    # the file source's offset as a JSON string: json4s reads logOffset as a Long (damage hunt of 2026-11-27, R12 on
+    # the rate source's offset)
+    DamageCase(
+        "offset_source_as_string",
+        "stateless",
+        _offset_source_as_string,
+        'offsets/L\'s file-source offset written {"logOffset":"N"} (a JSON string; .crc dropped)',
+    ),
+    # the file source's log compacted every 3 batches (damage hunt of 2026-11-27, D01/F01/F07)
+    DamageCase(
+        "source_log_newest_compact_deleted",
+        "stateless_src_c3",
+        _source_log_newest_compact_deleted,
+        "sources/0's newest .compact deleted (the entries after it kept)",
+    ),
+    DamageCase(
+        "source_log_cut_below_noop_batch",
+        "stateless_src_c3",
+        _source_log_cut_below_noop_batch,
+        "offsets/L records the file source at offsets/L-1's logOffset (a batch that read no file), and sources/0's "
+        "newest .compact and every entry after it deleted",
     ),
     DamageCase("commit_latest_v99", "stateless", _relabel("commits", "v99"), "commits/L header 'v99'"),
     DamageCase("commit_latest_v1_only", "stateless", _truncate("commits", "v1"), "commits/L is just 'v1'"),

@@ -38,6 +38,7 @@ SCENARIO_CONF_KEYS = (
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
     "spark.sql.streaming.stateStore.checkpointFormatVersion",
     "spark.sql.streaming.fileSink.log.compactInterval",
+    "spark.sql.streaming.fileSource.log.compactInterval",
 )
 
 # Session-wide confs (set at session creation; the maintenance interval is read when the maintenance
@@ -200,6 +201,13 @@ SCENARIOS: dict[str, Scenario] = {
                 "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
             },
             stateful=True,
+            base_files=8,
+        ),
+        # the file source's log compacts every 3 batches: sources/0 holds 0 1 2.compact 3 4 5.compact 6 7
+        Scenario(
+            "stateless_src_c3",
+            _build_stateless,
+            confs={"spark.sql.streaming.fileSource.log.compactInterval": "3"},
             base_files=8,
         ),
         Scenario("filesink", _build_filesink, sink="file"),
