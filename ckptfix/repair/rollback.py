@@ -28,6 +28,7 @@ loadable from the files that remain, ``offsets/N-1`` missing, ...).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -318,6 +319,24 @@ def _delta_restore_advice(sink: Sink, qid: str | None, N: int, latest: int | Non
     )
 
 
+def _gap_hint(ckpt: Checkpoint, N: int) -> str:
+    """Where the offset log has a hole before batch N (asynchronous progress tracking writes offsets sparsely):
+    the batches a rollback can reach, the ones committed with the offset file before them (Spark re-reads it), and
+    for the latest batch the repair that writes the missing file."""
+    offsets, commits = ckpt.offsets.files, ckpt.commits.files
+    reachable = [n for n in sorted(commits) if n in offsets and (n == 0 or n - 1 in offsets)]
+    parts = []
+    if ckpt.offsets.latest == N:
+        parts.append(f"`ckptfix repair {shlex.quote(ckpt.location.url)}` writes the offset file batch {N} needs")
+    which = "batch" if len(reachable) == 1 else "batches"
+    parts.append(
+        f"the logs allow a rollback to {which} {id_ranges(reachable)} (committed, with the offset file before it)"
+        if reachable
+        else "no committed batch has the offset file before it: no rollback can reach one"
+    )
+    return "; " + "; ".join(parts)
+
+
 def _plan_on(
     ckpt: Checkpoint,
     N: int,
@@ -354,7 +373,8 @@ def _plan_on(
         first = blocking[0] if blocking else None
         reason = first.message if first else report.verdict.headline
         rule = f" [{first.rule_id}]" if first else ""
-        raise RollbackRefused(N, f"after the rollback Spark could not restart correctly: {reason}{rule}")
+        hint = _gap_hint(ckpt, N) if first is not None and first.rule_id == "LOG-ASYNC-GAP" else ""
+        raise RollbackRefused(N, f"after the rollback Spark could not restart correctly: {reason}{rule}{hint}")
     replay = (
         f"; the data of batches {N + 1}..{L} is planned again (new batch boundaries)" if L is not None and L > N else ""
     )

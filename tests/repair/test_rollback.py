@@ -387,3 +387,18 @@ def test_rollback_then_restart_recomputes_exactly(scenario: str, spark: Any, spa
     touched = {r["key"] for i in range(LIVE_N + 1, base_files + 1) for r in _file_rows(input_dir, i)}
     want = _aggregate(input_dir, range(base_files + 1))
     assert got[LIVE_N + 1] == {k: want[k] for k in touched}
+
+
+def test_a_refusal_at_an_async_gap_names_the_way_out(tmp_path: Path) -> None:
+    """The async sample (Spark wrote offsets 0..3,5,7,...,29,31 with async progress tracking; commits sparse): a
+    rollback to batch 5 or 31 leaves offsets/N-1 missing. The refusal names the batches the logs allow (0 and 1,
+    read off the sample's listing by hand) and, for the latest batch, the repair that writes the missing file; the
+    first of those rollbacks then plans."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "async-sparse", ckpt)
+    for N in (5, 31):
+        with pytest.raises(RollbackRefused) as refused:
+            plan_rollback(str(ckpt), N, idle_seconds=0)
+        assert "the logs allow a rollback to batches 0..1" in str(refused.value), refused.value
+        assert ("`ckptfix repair" in str(refused.value)) is (N == 31), refused.value
+    assert not plan_rollback(str(ckpt), 1, idle_seconds=0).plan.empty
