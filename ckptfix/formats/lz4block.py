@@ -122,7 +122,11 @@ def iter_blocks(source: bytes | bytearray | memoryview | Readable, path: str = "
                 raw = lz4.block.decompress(payload, uncompressed_size=rlen)
             except Exception as exc:  # lz4.block.LZ4BlockError and size mismatches
                 raise FormatError(
-                    path, offset + HEADER.size, f"an LZ4 block of {rlen} raw bytes", str(exc), kind="corrupt-payload"
+                    path,
+                    offset + HEADER.size,
+                    f"an LZ4 block of {rlen} raw bytes",
+                    f"compressed bytes that do not decompress to it (lz4: {exc})",
+                    kind="corrupt-payload",
                 ) from None
             if len(raw) != rlen:
                 raise FormatError(
@@ -133,8 +137,8 @@ def iter_blocks(source: bytes | bytearray | memoryview | Readable, path: str = "
             raise FormatError(
                 path,
                 offset + 17,
-                f"checksum 0x{actual:07x} of the block's content",
-                f"0x{check:07x}",
+                f"the checksum of the block's content, 0x{actual:07x}",
+                f"0x{check:07x} in the block header",
                 kind="bad-checksum",
             )
         ended = False
