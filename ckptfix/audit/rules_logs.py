@@ -622,8 +622,9 @@ def crc_orphans(ctx: AuditContext) -> list[CrcOrphan]:
     """Every Hadoop .crc sidecar of offsets/, commits/ and sources/<id>/ without its data file, with what it does
     to Spark (see LOG-CRC-ORPHAN)."""
     ck = ctx.ckpt
-    L, K = ctx.latest_offset, ctx.latest_commit
-    logs = [(ck.offsets, 0 if L is None else L + 1), (ck.commits, 0 if K is None else K + 1)]
+    L = ctx.latest_offset
+    # the next commit Spark writes is the next batch's: L+1 when L is committed, else L (run again), whatever K is
+    logs = [(ck.offsets, 0 if L is None else L + 1), (ck.commits, ctx.next_batch or 0)]
     for source in ck.sources.values():
         ids = source.listed_ids
         logs.append((source, ids[-1] + 1 if ids else 0))

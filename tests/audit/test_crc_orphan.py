@@ -52,3 +52,16 @@ def test_an_earlier_entrys_sidecar_is_harmless(tmp_path: Path) -> None:
     assert found.get("offsets/.0.crc") == "info"
     assert set(found.values()) == {"info"}
     assert audit(str(ckpt)).verdict.blocking_rule != "LOG-CRC-ORPHAN"
+
+
+def test_every_commit_deleted_the_rerun_batch_sidecar_blocks(tmp_path: Path) -> None:
+    """`rm commits/[0-9]*` leaves every hidden .crc (a new user's trial): Spark runs batch 11 again and writes
+    commits/11, onto .11.crc; the sidecars of batches it never writes again are harmless. The audit named .0.crc."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(ROOT / "samples" / "rocksdb-changelog", ckpt)
+    for entry in (ckpt / "commits").iterdir():
+        if entry.name.isdigit():
+            entry.unlink()
+    orphans = _orphans(ckpt)
+    assert orphans["commits/.11.crc"] == "error"
+    assert {rel for rel, severity in orphans.items() if severity != "info"} == {"commits/.11.crc"}, orphans
