@@ -76,6 +76,7 @@ class StoreDir:
     hadoop_crc: dict[str, str] = field(default_factory=dict)
     ssts: dict[str, Entry] = field(default_factory=dict)  # SSTs/<name> -> entry
     schema: str | None = None
+    schema_crc: str | None = None  # Hadoop's sidecar of _metadata/schema (local file systems)
     temp: list[str] = field(default_factory=list)
     junk: list[str] = field(default_factory=list)
 
@@ -102,6 +103,7 @@ class OperatorDir:
     rel: str
     partitions: dict[int, dict[str, StoreDir]] = field(default_factory=dict)
     metadata_v1: str | None = None
+    metadata_v1_crc: str | None = None  # Hadoop's sidecar of state/<op>/_metadata/metadata (local file systems)
     metadata_v2: dict[int, str] = field(default_factory=dict)
     state_schema: list[str] = field(default_factory=list)
     junk: list[str] = field(default_factory=list)
@@ -171,6 +173,8 @@ def _index_state(entries: Mapping[str, Entry]) -> StateInventory:
         if head == "_metadata":
             if len(parts) == 3 and parts[2] == "metadata" and not entry.is_dir:
                 op.metadata_v1 = path
+            elif len(parts) == 3 and parts[2] == ".metadata.crc" and not entry.is_dir:
+                op.metadata_v1_crc = path
             elif len(parts) == 4 and parts[2] == "v2" and not entry.is_dir:
                 b = layout.parse_batch_name(parts[3])
                 if b is not None:
@@ -216,6 +220,8 @@ def _index_store_entry(store: StoreDir, rest: list[str], path: str, entry: Entry
     if rest[0] == "_metadata":
         if name == "schema":
             store.schema = path
+        elif name == ".schema.crc":
+            store.schema_crc = path
         return
     if rest[0] == "logs" or len(rest) > 1:
         return

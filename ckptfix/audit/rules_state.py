@@ -741,3 +741,74 @@ def _deep_state(ctx: AuditContext) -> Iterator[Finding]:
                                 f"{rel} is unreadable ({fp.expected}, found {fp.found})",
                                 [Evidence(ck.display(rel), fp.offset, fp.expected, fp.found)],
                             )
+
+
+# ----------------------------------------------------------------- operator metadata and schema sidecars
+
+OPMETA_MISMATCH = define(
+    "STATE-OPERATOR-METADATA-MISMATCH",
+    "error",
+    "An operator's metadata does not match the state it describes",
+    "Spark 4.x reads state/<op>/_metadata/metadata of every operator at the first batch of a restart and compares "
+    "the (operator id, name) pairs with the restarted plan's (IncrementalExecution, checkOperatorValidWithMetadata): "
+    "any difference fails with STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA (damage hunt of "
+    "2026-11-27 on 4.3: a name or an id edited). The audit flags what the files contradict: an id other than the "
+    "directory's, a name no Spark gives, a name whose state layout the stores do not have. Spark 3.5 does not read "
+    "operator metadata.",
+    "Restore the file from a backup. Or delete it (and its .metadata.crc): Spark 4.x writes it again at the first "
+    "batch and skips the check when it finds none.",
+)
+METADATA_CRC_ORPHAN = define(
+    "STATE-METADATA-CRC-ORPHAN",
+    "error",
+    "A state metadata file is gone but its Hadoop .crc sidecar is not",
+    "Spark writes a missing operator metadata file (4.x) or partition schema file (3.5 and 4.x) again at the first "
+    "batch, through a rename that refuses an existing checksum file on a local file system (ChecksumFs): "
+    "FileAlreadyExistsException 'Rename destination .../.metadata.crc already exists' (damage hunt of 2026-11-27 "
+    "on 4.3, J01 and J26). Object stores keep no sidecars.",
+    "`ckptfix repair` deletes the leftover sidecar (after a backup); Spark then writes the file and its sidecar.",
+)
+
+
+@check
+def operator_metadata(ctx: AuditContext) -> Iterator[Finding]:
+    ck, t = ctx.ckpt, ctx.target
+    if not ck.state.operators or ctx.state_version == 0:
+        return
+    from ckptfix.state.schemas import name_contradiction
+
+    for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
+        if t.at_least(4, 0) and op.metadata_v1 is not None:
+            reason = name_contradiction(ck, op)
+            if reason is not None:
+                yield OPMETA_MISMATCH.finding(
+                    f"{op.metadata_v1}: {reason}; Spark {t.label} compares it with the restarted plan's operators "
+                    "at the first batch and fails",
+                    [Evidence(ck.display(op.metadata_v1), note=reason)],
+                    spark_error=SparkError(
+                        "org.apache.spark.SparkRuntimeException",
+                        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+                        "Streaming stateful operator name does not match with the operator in state metadata.",
+                        ctx.next_batch,
+                    ),
+                    stage=62,
+                )
+        if not ck.location.is_local:
+            continue
+        orphans = []
+        if t.at_least(4, 0) and op.metadata_v1 is None and op.metadata_v1_crc is not None and not op.metadata_v2:
+            orphans.append((op.metadata_v1_crc, f"{op.rel}/_metadata/metadata"))
+        if not op.state_schema:
+            for store in op.partitions.get(0, {}).values():
+                if store.schema is None and store.schema_crc is not None:
+                    orphans.append((store.schema_crc, f"{store.rel}/_metadata/schema"))
+        for crc_rel, data_rel in orphans:
+            yield METADATA_CRC_ORPHAN.finding(
+                f"{data_rel} is gone but {crc_rel} is not: Spark writes the file again at the first batch and its "
+                "rename onto the leftover sidecar fails",
+                [Evidence(ck.display(crc_rel), expected="no sidecar without its file", found="a leftover sidecar")],
+                spark_error=SparkError(
+                    "org.apache.hadoop.fs.FileAlreadyExistsException", None, f"{crc_rel} already exists", ctx.next_batch
+                ),
+                stage=63,
+            )

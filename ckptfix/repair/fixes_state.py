@@ -86,3 +86,21 @@ def _otherwise(fc: FixContext, sel: Any, store: StoreDir, N: int) -> str:
         f"{head}, or roll back to batch {v - 1} (`ckptfix rollback {fc.ckpt.location.url} --to-batch {v - 1}`: the "
         f"newest version of {store.rel} that loads is {v}; Spark runs batches {v}.. again)"
     )
+
+
+@fixes("STATE-METADATA-CRC-ORPHAN")
+def delete_metadata_sidecar(fc: FixContext, finding: Finding) -> list[str]:
+    """Delete the leftover Hadoop sidecar of a state metadata file that is gone: Spark writes both again."""
+    rels = [ev.path.removeprefix(fc.ckpt.display("").rstrip("/") + "/") for ev in finding.evidence]
+    done = []
+    for rel in rels:
+        if fc.ckpt.location.exists(rel):
+            fc.builder.delete(
+                rel, "the sidecar of a file that is gone: Spark's rename onto it would fail", finding.rule_id
+            )
+            done.append(rel)
+    if not done:
+        raise CannotFix("the sidecar the finding names is not there any more")
+    return [
+        f"Spark writes {', '.join(r.replace('/.', '/').removesuffix('.crc') for r in done)} again at the first batch"
+    ]

@@ -121,6 +121,50 @@ GLOBAL_LIMIT = "globalLimit"
 TRANSFORM_WITH_STATE = "transformWithStateExec"
 
 
+#: operator names that share a state layout (the plan may name either); any other known name has its own
+_SAME_LAYOUT = {
+    FLATMAP_GROUPS_WITH_STATE: {FLATMAP_GROUPS_WITH_STATE, "applyInPandasWithState"},
+    AGGREGATION: {AGGREGATION, "StatefulStreamlineAggregate"},
+    TRANSFORM_WITH_STATE: {TRANSFORM_WITH_STATE, "transformWithStateInPandasExec", "transformWithStateInPySparkExec"},
+}
+#: every shortName Spark 4.0-4.3 gives a stateful operator (StatefulOperatorsUtils, read with javap from 4.3.0)
+KNOWN_NAMES = frozenset(
+    {DEDUPE, DEDUPE_WITHIN_WATERMARK, JOIN, SESSION_WINDOW, GLOBAL_LIMIT}.union(*_SAME_LAYOUT.values())
+)
+
+
+def name_contradiction(ckpt: Checkpoint, op: OperatorDir) -> str | None:
+    """Why the operator metadata (4.x) cannot be what Spark wrote for ``op``, or None: an operator id other than
+    the directory's, a name no Spark release gives, or a name whose state layout the files contradict (a join's
+    four stores, a deduplication's ``__dummy__`` value, ...: the evidence :func:`operator_name` reads on 3.5).
+    Spark compares the (id, name) pairs of every operator's metadata with the restarted plan's at the first batch
+    and fails on any difference (STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA, recorded on 4.3)."""
+    if op.metadata_v1 is None or op.metadata_v2:
+        return None
+    try:
+        meta = opmeta.parse(ckpt.read(op.metadata_v1), ckpt.display(op.metadata_v1))
+    except FormatError:
+        return None  # unreadable: Spark skips the check (an empty map)
+    name, op_id = meta.operator_name, meta.raw.get("operatorInfo", {}).get("operatorId")
+    if isinstance(op_id, int) and op_id != op.operator:
+        return f"it names operator {op_id}, in the directory of operator {op.operator}"
+    if name is None:
+        return None
+    if name not in KNOWN_NAMES:
+        return f"no Spark release names a stateful operator {name!r}"
+    bare = OperatorDir(op.operator, op.rel, op.partitions, None, None, {}, op.state_schema)
+    found = operator_name(ckpt, bare)  # what the files say without the metadata
+    if found is None or found == AGGREGATION:  # the fallback: no layout of its own to contradict a name
+        return (
+            None
+            if found is None or name not in {JOIN, DEDUPE, DEDUPE_WITHIN_WATERMARK, TRANSFORM_WITH_STATE}
+            else (f"it names {name!r}, whose state layout the files do not have")
+        )
+    if name not in _SAME_LAYOUT.get(found, {found}):
+        return f"it names {name!r}, but the files hold a {found!r} operator's state"
+    return None
+
+
 def operator_name(ckpt: Checkpoint, op: OperatorDir) -> str | None:
     """Which stateful operator wrote ``op``, as Spark's shortName; None when the files do not say.
 

@@ -213,6 +213,29 @@ def _drop_latest_conf(key: str) -> Callable[[Path], None]:
     return apply
 
 
+def _opmeta_name_edited(ckpt: Path) -> None:
+    """state/0/_metadata/metadata (4.x) names another operator: stateStoreSave -> dedupe (.crc dropped)."""
+    path = ckpt / "state" / "0" / "_metadata" / "metadata"
+    if not path.exists():
+        raise SkipCase("no operator metadata (Spark 3.5 writes none)")
+    text = path.read_text()
+    if '"stateStoreSave"' not in text:
+        raise SkipCase("operator 0 is not an aggregation")
+    rewrite(path, text.replace('"stateStoreSave"', '"dedupe"'), drop_crc=True)
+
+
+def _metadata_deleted_crc_left(rel: str) -> Callable[[Path], None]:
+    """A state metadata file deleted by hand, its hidden Hadoop .crc left behind."""
+
+    def apply(ckpt: Path) -> None:
+        path = ckpt / rel
+        if not path.exists() or not crc_of(path).exists():
+            raise SkipCase(f"no {rel} with a .crc sidecar")
+        path.unlink()
+
+    return apply
+
+
 def _relabel(log: str, header: str) -> Callable[[Path], None]:
     def apply(ckpt: Path) -> None:
         path = latest_file(ckpt, log)
@@ -1108,6 +1131,29 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # operator metadata and schema files (damage hunt 4, 2026-11-27: J05/D03, J01, J26 on 4.3)
+    DamageCase(
+        "opmeta_name_edited",
+        "agg_hdfs",
+        _opmeta_name_edited,
+        "state/0/_metadata/metadata names operator 0 'dedupe' instead of 'stateStoreSave' (.crc dropped)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "opmeta_deleted_crc_left",
+        "agg_hdfs",
+        _metadata_deleted_crc_left("state/0/_metadata/metadata"),
+        "state/0/_metadata/metadata deleted, its .metadata.crc left",
+        s3_differs="object stores keep no .crc: the sidecar is inert there",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "schema_deleted_crc_left",
+        "agg_hdfs",
+        _metadata_deleted_crc_left("state/0/0/_metadata/schema"),
+        "state/0/0/_metadata/schema deleted, its .schema.crc left",
+        s3_differs="object stores keep no .crc: the sidecar is inert there",
+    ),
     # an edit that drops the aggregation's state format version from offsets/L (damage hunt 3, F20/X04/Y04): Spark
     # restores the legacy default 1 against state written in format 2
     DamageCase(
