@@ -8,6 +8,7 @@ metadata at ``start()``, 4.3's ``initializeExecution``, the 4.2+ repartition che
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -462,6 +463,9 @@ def repartition(ctx: AuditContext) -> Iterator[Finding]:
             [Evidence(ck.display(f"offsets/{L}"), expected=a, found=b)],
             spark_error=E.unfinished_repartition(L),
             stage=31,
+            fix=f"Roll the repartition back (`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {L - 1}`), "
+            f"then repartition again if {b} partitions are wanted (`ckptfix state repartition "
+            f"{shlex.quote(ck.location.url)} --partitions {b}`).",
         )
 
 
@@ -554,6 +558,8 @@ def commit_gap(ctx: AuditContext) -> Iterator[Finding]:
         + (" (consistent with asynchronous progress tracking: they ran before the stop)" if async_like else ""),
         [Evidence(ctx.ckpt.display(f"commits/{K}")), Evidence(ctx.ckpt.display(f"offsets/{L}"))],
         severity="info" if async_like else "warning",
+        fix=f"If batches {K + 1}..{L - 1} never ran, roll back to batch {K} "
+        f"(`ckptfix rollback {shlex.quote(ctx.ckpt.location.url)} --to-batch {K}`).",
     )
 
 

@@ -24,3 +24,14 @@ def test_no_commit_at_all_is_a_warning_naming_the_rerun(tmp_path: Path) -> None:
     assert gap.severity == "warning"
     assert "runs batch 11 again from offsets/10" in gap.message and "never re-runs batches 0..10" in gap.message
     assert "rollback" not in gap.fix.replace("no rollback", "")  # no rollback target exists without a commit
+
+
+def test_a_commit_gap_fix_names_the_batch(tmp_path: Path) -> None:
+    """commits/10 and commits/11 gone: batches 10 and 11 have offsets, 10 is never re-run; the fix names the
+    rollback with its number and checkpoint (it said `--to-batch K`)."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    for name in ("10", ".10.crc", "11", ".11.crc"):
+        (ckpt / "commits" / name).unlink()
+    [gap] = [f for f in audit(str(ckpt)).findings if f.rule_id == "LOG-COMMIT-GAP"]
+    assert f"`ckptfix rollback {ckpt} --to-batch 9`" in gap.fix, gap.fix
