@@ -20,6 +20,11 @@ SOURCES = "sources"
 STATE = "state"
 SINK_LOG = "_spark_metadata"
 COMPACT_SUFFIX = ".compact"
+#: the stores of a stream-stream join (SymmetricHashJoinStateManager; fixed in code, whatever metadata says)
+JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+#: every store name Spark opens: a join's four, "default" for every other operator (transformWithState's column
+#: families live inside it)
+SPARK_STORES = frozenset({"default", *JOIN_STORES})
 
 _LONG = re.compile(r"^[+-]?[0-9]+$")
 _INT64_MAX = 2**63 - 1

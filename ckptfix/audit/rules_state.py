@@ -582,7 +582,12 @@ def _expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None
         n = int(raw)
     if _global_limit(ctx, op, name):
         n = 1
-    return n, stores or op.store_names or ["default"]
+    # the stores Spark opens are fixed in code: a name the metadata holds but Spark never opens (an edit) is not
+    # looked for (hunt 4, J04/J24/A08: Spark restarted), and a join opens its four stores whatever it lists
+    stores = [s for s in stores if s in layout.SPARK_STORES]
+    if any(s in layout.JOIN_STORES for s in [*stores, *op.store_names]):
+        return n, list(layout.JOIN_STORES)
+    return n, stores or [s for s in op.store_names if s in layout.SPARK_STORES] or op.store_names or ["default"]
 
 
 def _watermark(ctx: AuditContext) -> int:

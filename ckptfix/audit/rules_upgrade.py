@@ -30,6 +30,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from ckptfix import layout
 from ckptfix.audit import versions as V
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
@@ -40,7 +41,7 @@ from ckptfix.formats import schema as schema_format
 
 WATERMARK_KEY = "spark.watermarkDelayMs"
 JOIN_VALUE_STORES = ("left-keyWithIndexToValue", "right-keyWithIndexToValue")
-JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNumValues", "right-keyWithIndexToValue")
+JOIN_STORES = layout.JOIN_STORES
 JOIN_FORMAT_KEY = "spark.sql.streaming.join.stateFormatVersion"
 VALUE_SCHEMA_ERROR = "org.apache.spark.sql.execution.streaming.state.StateStoreValueSchemaNotCompatible"
 

@@ -70,3 +70,12 @@ def test_a_metadata_file_gone_with_its_sidecar_left_is_repaired(tmp_path: Path, 
     )
     plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
     assert unfixed == [] and [(a.op, a.path) for a in plan.actions] == [("delete", str(crc.relative_to(ckpt)))]
+
+
+def test_a_store_name_spark_never_opens_is_not_looked_for(tmp_path: Path) -> None:
+    """The metadata's store name edited (hunt 4, A08/J04 on 4.3: Spark restarted with the right rows, it opens
+    the stores its code names): no state file is missing for it."""
+    ckpt = _ckpt(tmp_path)
+    _edit(ckpt, '"storeName":"default"', '"storeName":"defaulX"')
+    report = audit(str(ckpt), "4.3")
+    assert report.verdict.restarts is True, report.verdict.headline

@@ -146,7 +146,8 @@ def test_a_corrupt_snapshot_names_the_rebuild_that_reads_past_it(tmp_path: Path)
     ckpt = flipped_snapshot(tmp_path)
     command = f"ckptfix state rebuild {ckpt} --version 4 --operator 0 --partition 0"
     line = one_line_error(run("state", "read", ckpt, "--version", "4"), "4.snapshot: at byte 21: expected an LZ4")
-    assert line.endswith(f"; `{command}` writes a new snapshot of version 4 from 2.snapshot + deltas 3..4"), line
+    assert f"; `{command}` writes a new snapshot of version 4 from 2.snapshot + deltas 3..4; " in line, line
+    assert line.endswith(" --from-snapshot 1` reads the version from there without writing anything"), line
     rebuilt = run(*command.split()[1:], "--apply", "--idle-seconds", "0")
     assert rebuilt.exit_code == 0, rebuilt.output
     rows = [json.loads(x) for x in run("state", "read", ckpt, "--version", "4").stdout.splitlines()]
@@ -294,4 +295,7 @@ def test_out_that_cannot_be_written_is_one_line_naming_out(tmp_path: Path) -> No
 
 def test_a_missing_plan_file_is_named_first() -> None:
     res = run("apply", "/nonexistent/plan.json")
-    assert res.exit_code == 2 and res.stderr == "ckptfix: error: /nonexistent/plan.json: No such file or directory\n"
+    assert res.exit_code == 2 and res.stderr == (
+        "ckptfix: error: /nonexistent/plan.json: expected a plan file (written by `ckptfix repair --plan-out`), "
+        "found no such file\n"
+    )
