@@ -134,16 +134,19 @@ def plan(
     from_snapshot: int | None = None,
     exclude: Collection[int] = (),
     read_lineage: Callable[[str], statefile.ChangelogHeader] | None = None,
+    reach_back: bool = False,
 ) -> Chain:
     """As :func:`resolve`, but a missing delta/changelog comes back as ``gap`` with the base and the
     steps before it: Spark reads the base first, so a damaged base is what it meets first. A missing base
-    named explicitly (``from_snapshot``), a bad version and an unknown provider still raise."""
+    named explicitly (``from_snapshot``), a bad version and an unknown provider still raise. ``reach_back``
+    (checkpoint format v2, a restart with auto snapshot repair): past a zip that is gone or excluded, to an older
+    one through the lineages of older changelogs."""
     if version < 0:
         raise FormatError(store.rel, 0, "a state version >= 0", str(version), kind="bad-version")
     if provider not in SNAPSHOT_KIND:
         raise FormatError(store.rel, 0, "an HDFS-backed or RocksDB state store", provider, kind="unknown-provider")
     if unique_id is not None and from_snapshot is None:
-        return _plan_v2(store, version, unique_id, exclude, read_lineage)
+        return _plan_v2(store, version, unique_id, exclude, read_lineage, reach_back)
     snap_kind, step_kind = SNAPSHOT_KIND[provider], STEP_KIND[provider]
     if from_snapshot is not None:
         if from_snapshot > version:
@@ -187,6 +190,7 @@ def _plan_v2(
     uid: str,
     exclude: Collection[int],
     read_lineage: Callable[[str], statefile.ChangelogHeader] | None,
+    reach_back: bool = False,
 ) -> Chain:
     def has(v: int, kind: str, u: str | None) -> bool:
         return (kind, v, u) in store.files
@@ -200,10 +204,26 @@ def _plan_v2(
         raise ValueError("checkpoint format v2 needs read_lineage")
     header = read_lineage(rel)
     lineage = [(e.version, e.checkpoint_unique_id) for e in (header.lineage or ())] + [(version, uid)]
-    base_index = max(
-        (i for i, (v, u) in enumerate(lineage) if has(v, "zip", u) and v not in exclude),
-        default=None,
-    )
+
+    def base_of(lineage: list[tuple[int, str]]) -> int | None:
+        return max((i for i, (v, u) in enumerate(lineage) if has(v, "zip", u) and v not in exclude), default=None)
+
+    base_index = base_of(lineage)
+    # a changelog's lineage reaches back to the snapshot written before it; when that zip is gone or excluded (it
+    # does not load), Spark 4.2+'s auto snapshot repair loads an older zip: the lineage of the oldest changelog
+    # named reaches further back (seen on 4.3, damage hunt 4: zip 6 flipped, deleted or missing an SST, zip 4
+    # loaded), and when every zip it lists fails to load, version 1's changelog onwards (V07: an SST all zips
+    # share deleted). With no zip there at all, Spark fails instead ("lineage is incomplete", hunt 4 V11)
+    extended = lineage
+    while reach_back and base_index is None and extended[0][0] > 1 and has(extended[0][0], "changelog", extended[0][1]):
+        first_v, first_u = extended[0]
+        older = read_lineage(_rel(store, first_v, "changelog", first_u)).lineage or ()
+        earlier = [(e.version, e.checkpoint_unique_id) for e in older if e.version < first_v]
+        if not earlier:
+            break
+        extended = earlier + extended
+        if base_of(extended) is not None or (extended[0][0] == 1 and exclude):
+            lineage, base_index = extended, base_of(extended)
     if base_index is None:
         if lineage[0][0] != 1:
             raise FormatError(

@@ -236,6 +236,30 @@ def _metadata_deleted_crc_left(rel: str) -> Callable[[Path], None]:
     return apply
 
 
+def _v2_newest_zip(damage: str) -> Callable[[Path], None]:
+    """Checkpoint format v2: partition 0's newest zip (``<v>_<uid>.zip``) deleted, or one byte flipped in its middle
+    with its Hadoop and visible .crc sidecars dropped (as on an object store). The changelogs stay."""
+
+    def apply(ckpt: Path) -> None:
+        part = state_partitions(ckpt)[0]
+        zips = sorted(
+            (int(m.group(1)), p) for p in part.iterdir() if (m := re.fullmatch(r"([0-9]+)_[0-9a-f-]+\.zip", p.name))
+        )
+        if len(zips) < 2:
+            raise SkipCase("fewer than two v2 zips in partition 0")
+        path = zips[-1][1]
+        if damage == "deleted":
+            remove(path)
+            (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
+            return
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        rewrite(path, bytes(data), drop_crc=True)
+        (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
+
+    return apply
+
+
 def _relabel(log: str, header: str) -> Callable[[Path], None]:
     def apply(ckpt: Path) -> None:
         path = latest_file(ckpt, log)
@@ -1132,6 +1156,22 @@ _CASES = [
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
     # operator metadata and schema files (damage hunt 4, 2026-11-27: J05/D03, J01, J26 on 4.3)
+    # checkpoint format v2: 4.2+ auto snapshot repair loads an older zip through the changelogs' lineages (damage
+    # hunt 4, V07/V08/V25/T12 on 4.3)
+    DamageCase(
+        "v2_newest_zip_flipped",
+        "agg_v2",
+        _v2_newest_zip("flipped"),
+        "format v2: a byte flipped in partition 0's newest zip, its .crc sidecars dropped",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_zip_deleted",
+        "agg_v2",
+        _v2_newest_zip("deleted"),
+        "format v2: partition 0's newest zip deleted (with its sidecars)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
     DamageCase(
         "opmeta_name_edited",
         "agg_hdfs",
