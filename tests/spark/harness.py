@@ -60,6 +60,14 @@ def trim_text(text: str, limit: int = 3000) -> str:
     return text[:limit] + " …[trimmed]"
 
 
+def scrub_machine_paths(text: str) -> str:
+    """Recorded Spark texts name no machine path: Spark's local dirs (``/tmp/spark-<uuid>``) and any virtualenv's
+    ``.../lib/pythonX.Y/site-packages`` (Python tracebacks through py4j) become placeholders. The callers replace
+    their own scratch dir and the checkout first."""
+    text = re.sub(r"/tmp/spark-[0-9a-f-]+", "<spark-local-dir>", text)
+    return re.sub(r"(?:<repo>)?/[^\s\"'<>]*/lib/python3\.[0-9]+/site-packages", "<site-packages>", text)
+
+
 # --------------------------------------------------------------------------------------------- errors
 
 
