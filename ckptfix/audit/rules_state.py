@@ -23,6 +23,7 @@ from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import codec, opmeta, statefile
 from ckptfix.formats import schema as schema_format
+from ckptfix.state.schemas import name_contradiction
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
 from ckptfix.stores import verify
@@ -819,13 +820,29 @@ METADATA_CRC_ORPHAN = define(
 )
 
 
+def metadata_crc_orphans(ctx: AuditContext) -> list[tuple[str, str]]:
+    """(sidecar, its file) for every Hadoop .crc of a state metadata file that is gone and that the restart
+    writes again: operator metadata v1 (4.x, checkpoint format v1) and partition 0's store schemas (3.5 and
+    4.x, not transformWithState's v3 files). Local file systems only: object stores keep no sidecars."""
+    ck, t = ctx.ckpt, ctx.target
+    if not ck.location.is_local or ctx.state_version == 0:
+        return []
+    out = []
+    for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
+        if t.at_least(4, 0) and op.metadata_v1 is None and op.metadata_v1_crc is not None and not op.metadata_v2:
+            out.append((op.metadata_v1_crc, f"{op.rel}/_metadata/metadata"))
+        if not op.state_schema:
+            for _, store in sorted(op.partitions.get(0, {}).items()):
+                if store.schema is None and store.schema_crc is not None:
+                    out.append((store.schema_crc, f"{store.rel}/_metadata/schema"))
+    return out
+
+
 @check
 def operator_metadata(ctx: AuditContext) -> Iterator[Finding]:
     ck, t = ctx.ckpt, ctx.target
     if not ck.state.operators or ctx.state_version == 0:
         return
-    from ckptfix.state.schemas import name_contradiction
-
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
         if t.at_least(4, 0) and op.metadata_v1 is not None:
             reason = name_contradiction(ck, op)
@@ -842,22 +859,13 @@ def operator_metadata(ctx: AuditContext) -> Iterator[Finding]:
                     ),
                     stage=62,
                 )
-        if not ck.location.is_local:
-            continue
-        orphans = []
-        if t.at_least(4, 0) and op.metadata_v1 is None and op.metadata_v1_crc is not None and not op.metadata_v2:
-            orphans.append((op.metadata_v1_crc, f"{op.rel}/_metadata/metadata"))
-        if not op.state_schema:
-            for store in op.partitions.get(0, {}).values():
-                if store.schema is None and store.schema_crc is not None:
-                    orphans.append((store.schema_crc, f"{store.rel}/_metadata/schema"))
-        for crc_rel, data_rel in orphans:
-            yield METADATA_CRC_ORPHAN.finding(
-                f"{data_rel} is gone but {crc_rel} is not: Spark writes the file again at the first batch and its "
-                "rename onto the leftover sidecar fails",
-                [Evidence(ck.display(crc_rel), expected="no sidecar without its file", found="a leftover sidecar")],
-                spark_error=SparkError(
-                    "org.apache.hadoop.fs.FileAlreadyExistsException", None, f"{crc_rel} already exists", ctx.next_batch
-                ),
-                stage=63,
-            )
+    for crc_rel, data_rel in metadata_crc_orphans(ctx):
+        yield METADATA_CRC_ORPHAN.finding(
+            f"{data_rel} is gone but {crc_rel} is not: Spark writes the file again at the first batch and its "
+            "rename onto the leftover sidecar fails",
+            [Evidence(ck.display(crc_rel), expected="no sidecar without its file", found="a leftover sidecar")],
+            spark_error=SparkError(
+                "org.apache.hadoop.fs.FileAlreadyExistsException", None, f"{crc_rel} already exists", ctx.next_batch
+            ),
+            stage=63,
+        )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ckptfix.audit.model import Finding
+from ckptfix.audit.rules_state import metadata_crc_orphans
 from ckptfix.checkpoint import StoreDir
 from ckptfix.errors import CannotFix, FormatError
 from ckptfix.repair.fixes import FixContext, fixes
@@ -89,18 +90,13 @@ def _otherwise(fc: FixContext, sel: Any, store: StoreDir, N: int) -> str:
 
 
 @fixes("STATE-METADATA-CRC-ORPHAN")
-def delete_metadata_sidecar(fc: FixContext, finding: Finding) -> list[str]:
-    """Delete the leftover Hadoop sidecar of a state metadata file that is gone: Spark writes both again."""
-    rels = [ev.path.removeprefix(fc.ckpt.display("").rstrip("/") + "/") for ev in finding.evidence]
-    done = []
-    for rel in rels:
-        if fc.ckpt.location.exists(rel):
-            fc.builder.delete(
-                rel, "the sidecar of a file that is gone: Spark's rename onto it would fail", finding.rule_id
-            )
-            done.append(rel)
-    if not done:
-        raise CannotFix("the sidecar the finding names is not there any more")
-    return [
-        f"Spark writes {', '.join(r.replace('/.', '/').removesuffix('.crc') for r in done)} again at the first batch"
-    ]
+def delete_metadata_sidecars(fc: FixContext, finding: Finding) -> list[str]:
+    """Delete every leftover Hadoop sidecar of a state metadata file that is gone (the audit's list, not only this
+    finding's: a rule is planned once): Spark writes each file and its sidecar again."""
+    orphans = metadata_crc_orphans(fc.audit)
+    if not orphans:
+        raise CannotFix("no leftover sidecar of a state metadata file is there any more")
+    for crc_rel, _ in orphans:
+        why = "the sidecar of a file that is gone: Spark's rename onto it would fail"
+        fc.builder.delete(crc_rel, why, finding.rule_id)
+    return [f"Spark writes {', '.join(data for _, data in orphans)} again at the first batch"]

@@ -79,3 +79,17 @@ def test_a_store_name_spark_never_opens_is_not_looked_for(tmp_path: Path) -> Non
     _edit(ckpt, '"storeName":"default"', '"storeName":"defaulX"')
     report = audit(str(ckpt), "4.3")
     assert report.verdict.restarts is True, report.verdict.headline
+
+
+def test_every_leftover_sidecar_is_deleted_by_one_repair(tmp_path: Path) -> None:
+    """The operator metadata and the partition schema both deleted, both sidecars left: one plan deletes both (the
+    planner ran once per rule and deleted only the first finding's)."""
+    ckpt = _ckpt(tmp_path)
+    (ckpt / "state/0/_metadata/metadata").unlink()
+    (ckpt / "state/0/0/_metadata/schema").unlink()
+    plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
+    assert unfixed == []
+    assert sorted(a.path for a in plan.actions if a.op == "delete") == [
+        "state/0/0/_metadata/.schema.crc",
+        "state/0/_metadata/.metadata.crc",
+    ]
