@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
@@ -304,10 +304,12 @@ def plan_state_put(
 
 
 @dataclass
-class RepartitionPlan(StatePlan):
-    """``ckptfix state repartition``: the repartition batch, and with ``sink_path`` the file sink's entry for it
-    (a second plan, on the sink). Nothing is written until :meth:`apply`."""
+class SinkPairPlan(StatePlan):
+    """A checkpoint's plan and, with a file sink, a second plan on the sink (``sink_plan``, applied where
+    ``sink``). :attr:`SINK_FIRST` says which runs first: the order that leaves a crash between them recoverable.
+    Nothing is written until :meth:`apply`."""
 
+    SINK_FIRST: ClassVar[bool] = False
     sink_plan: Plan | None = None
     sink: str | None = None
     #: the sink's run id, once :meth:`apply` ran it
@@ -322,51 +324,44 @@ class RepartitionPlan(StatePlan):
         progress: ProgressLike = None,
         sink_backup_url: PathLike | None = None,
     ) -> str:
-        """The checkpoint's run, then (``sink_path``) the sink's; returns the checkpoint's run id (the sink's is
-        ``self.sink_run``). A failure between them leaves the sink without its entry: plan again to write it."""
+        """Both runs, in :attr:`SINK_FIRST` order; returns the checkpoint's run id ("" when its plan is empty; the
+        sink's is ``self.sink_run``)."""
 
-        run_id = (
-            ""
-            if self.plan.empty
-            else super().apply(backup_url=backup_url, force=force, idle_seconds=idle_seconds, progress=progress)
-        )
-        if self.sink_plan is not None and self.sink is not None and not self.sink_plan.empty:
-            self.sink_run = _apply(
-                self.sink_plan, self.sink, self.storage_options, sink_backup_url, force, idle_seconds, progress
+        def checkpoint() -> str:
+            if self.plan.empty:
+                return ""
+            return StatePlan.apply(
+                self, backup_url=backup_url, force=force, idle_seconds=idle_seconds, progress=progress
             )
+
+        def sink() -> None:
+            if self.sink_plan is not None and self.sink is not None and not self.sink_plan.empty:
+                self.sink_run = _apply(
+                    self.sink_plan, self.sink, self.storage_options, sink_backup_url, force, idle_seconds, progress
+                )
+
+        if self.SINK_FIRST:
+            sink()
+            return checkpoint()
+        run_id = checkpoint()
+        sink()
         return run_id
 
 
 @dataclass
-class RollbackPlan(StatePlan):
+class RepartitionPlan(SinkPairPlan):
+    """``ckptfix state repartition``: the repartition batch, and with ``sink_path`` the file sink's entry for it.
+    The checkpoint's run comes first: a failure between them leaves the sink without its entry, and planning
+    again writes it."""
+
+
+@dataclass
+class RollbackPlan(SinkPairPlan):
     """``ckptfix rollback``: offsets, commits and state versions after batch N deleted, and with ``with_sink`` the
-    file sink's rollback (a second plan, on the sink, applied first: see docs/repair.md, "the crash window").
-    Nothing is written until :meth:`apply`."""
+    file sink's rollback. The sink's run comes first (docs/repair.md, "the crash window"): a failure between them
+    leaves the sink behind the checkpoint, which Spark fills again, never ahead of it; plan again to finish."""
 
-    sink_plan: Plan | None = None
-    sink: str | None = None
-    #: the sink's run id, once :meth:`apply` ran it
-    sink_run: str | None = None
-
-    def apply(
-        self,
-        *,
-        backup_url: PathLike | None = None,
-        force: bool = False,
-        idle_seconds: float = 120,
-        progress: ProgressLike = None,
-        sink_backup_url: PathLike | None = None,
-    ) -> str:
-        """The sink's run first (``with_sink``), then the checkpoint's; returns the checkpoint's run id (the sink's
-        is ``self.sink_run``). A failure between them leaves the sink behind the checkpoint, which Spark fills
-        again (never ahead of it): plan again to finish."""
-        if self.sink_plan is not None and self.sink is not None and not self.sink_plan.empty:
-            self.sink_run = _apply(
-                self.sink_plan, self.sink, self.storage_options, sink_backup_url, force, idle_seconds, progress
-            )
-        if self.plan.empty:
-            return ""
-        return super().apply(backup_url=backup_url, force=force, idle_seconds=idle_seconds, progress=progress)
+    SINK_FIRST: ClassVar[bool] = True
 
 
 def plan_rollback(
