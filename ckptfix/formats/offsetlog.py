@@ -154,13 +154,8 @@ def dump(entry: OffsetFile) -> bytes:
 def file_source_log_offset(raw: str | None) -> int | None:
     """The file source's offset ``{"logOffset":N}`` (an entry of ``sources/<k>/``), N as json4s reads it into a
     Long; None for any other source's offset, or one Spark cannot read (:func:`unusable_offset_field`)."""
-    if raw is None:
-        return None
-    try:
-        value = loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or "logOffset" not in value:
+    value = _json_object(raw)
+    if value is None or "logOffset" not in value:
         return None
     return java_long(value["logOffset"])
 
@@ -194,13 +189,17 @@ def unusable_offset_field(raw: str | None) -> tuple[str, str] | None:
 
 
 def _known_offset(raw: str | None) -> tuple[str, tuple[str, ...], dict[str, Any]] | None:
+    value = _json_object(raw)
+    kind = None if value is None else OFFSET_KINDS.get(frozenset(value))
+    return (kind[0], kind[1], value) if kind and value is not None else None
+
+
+def _json_object(raw: str | None) -> dict[str, Any] | None:
+    """An offset's JSON when it is an object; None for "-", other JSON, or text that does not parse."""
     if raw is None:
         return None
     try:
         value = loads(raw)
     except ValueError:
         return None
-    if not isinstance(value, dict):
-        return None
-    kind = OFFSET_KINDS.get(frozenset(value))
-    return (kind[0], kind[1], value) if kind else None
+    return value if isinstance(value, dict) else None

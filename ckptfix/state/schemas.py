@@ -12,7 +12,7 @@ key (grouping columns + session start), which is how Spark builds it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, OperatorDir
@@ -152,14 +152,14 @@ def name_contradiction(ckpt: Checkpoint, op: OperatorDir) -> str | None:
         return None
     if name not in KNOWN_NAMES:
         return f"no Spark release names a stateful operator {name!r}"
-    bare = OperatorDir(op.operator, op.rel, op.partitions, None, None, {}, op.state_schema)
+    bare = replace(op, metadata_v1=None, metadata_v1_crc=None, metadata_v2={})
     found = operator_name(ckpt, bare)  # what the files say without the metadata
-    if found is None or found == AGGREGATION:  # the fallback: no layout of its own to contradict a name
-        return (
-            None
-            if found is None or name not in {JOIN, DEDUPE, DEDUPE_WITHIN_WATERMARK, TRANSFORM_WITH_STATE}
-            else (f"it names {name!r}, whose state layout the files do not have")
-        )
+    if found is None:
+        return None
+    if found == AGGREGATION:  # the fallback, no layout of its own: only a name that needs one is contradicted
+        if name in {JOIN, DEDUPE, DEDUPE_WITHIN_WATERMARK, TRANSFORM_WITH_STATE}:
+            return f"it names {name!r}, whose state layout the files do not have"
+        return None
     if name not in _SAME_LAYOUT.get(found, {found}):
         return f"it names {name!r}, but the files hold a {found!r} operator's state"
     return None
