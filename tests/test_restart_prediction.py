@@ -43,6 +43,8 @@ def run_audit(ckpt: Path, target: str, output_dir: Path, case: DamageCase, s3: A
     from ckptfix.audit import audit
 
     kwargs: dict[str, Any] = dict(case.audit_kwargs)
+    if case.query is not None:
+        kwargs["query"] = case.query()
     url, sink = str(ckpt), str(output_dir)
     if s3 is not None:
         url = s3.upload_tree(ckpt, f"{case.name}/ckpt")

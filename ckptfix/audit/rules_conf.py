@@ -15,13 +15,12 @@ same in its suite, which sets the conf to 10.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
-from ckptfix.checkpoint import OperatorDir
-from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import offsetlog
 from ckptfix.state import schemas
 from ckptfix.stores import provider as providers
@@ -117,6 +116,19 @@ FORMAT_KEYS: dict[str, tuple[str, str]] = {
 SCHEMA_35 = "org.apache.spark.sql.execution.streaming.state.StateSchemaNotCompatible"
 VALUE_SCHEMA = "org.apache.spark.sql.execution.streaming.state.StateStoreValueSchemaNotCompatible"
 
+_FORMAT_SEEN = (
+    "Seen on 3.5.9 to 4.3 with an aggregation, an inner and a left outer stream-stream join, and "
+    "applyInPandasWithState (whose state format flatMapGroupsWithState's key selects): every restart fails. 4.x: "
+    "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE; 3.5: StateSchemaNotCompatible from partition 0's task (or "
+    "InvalidUnsafeRowException, 'state format invalidation', when another partition's task fails first); an outer "
+    "join restarted in format 1 fails earlier, at planning (IllegalArgumentException: '... join with state format "
+    "version 1 - correctness issue is discovered')."
+)
+_FORMAT_FIX = (
+    "`ckptfix repair CKPT` writes the format the state was written in into the latest offset file (a session "
+    "--conf cannot: Spark takes the value from the offset log, and a key the file lacks gets the legacy default)."
+)
+
 FORMAT_NOT_RECORDED = define(
     "CONF-STATE-FORMAT-NOT-RECORDED",
     "error",
@@ -124,20 +136,38 @@ FORMAT_NOT_RECORDED = define(
     "A stateful operator's state layout is chosen once, by spark.sql.streaming.{aggregation,join,"
     "flatMapGroupsWithState}.stateFormatVersion, and Spark writes that value into every offset file. On restart "
     "it takes the value from the latest offset file; a key that file does not record gets Spark's legacy default, "
-    "1 (OffsetSeqMetadata.relevantSQLConfDefaultValues), whatever the session sets. Where older offset files "
-    "record 2 and the latest lost the key (an edit), the restarted query plans format 1 against state written in "
-    "format 2: seen with an aggregation on 3.5.9 to 4.3, it fails (4.x: STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE; "
-    "3.5: StateSchemaNotCompatible from partition 0's task, or InvalidUnsafeRowException, 'state format "
-    "invalidation', when another partition's task fails first).",
-    "`ckptfix repair CKPT` writes the value the older offset files record back into the latest one (a session "
-    "--conf cannot: Spark overrides it with the legacy default).",
+    "1 (OffsetSeqMetadata.relevantSQLConfDefaultValues), whatever the session sets. Where the state was written "
+    "in format 2 and the latest file lost the key (an edit), the restarted query plans format 1 against it. "
+    + _FORMAT_SEEN,
+    _FORMAT_FIX,
+)
+FORMAT_CHANGED = define(
+    "CONF-STATE-FORMAT-CHANGED",
+    "error",
+    "The latest offset file records another state format than the state was written in",
+    "Spark takes a stateful operator's state format (spark.sql.streaming.{aggregation,join,"
+    "flatMapGroupsWithState}.stateFormatVersion) from the latest offset file and never changes it for a "
+    "checkpoint: every offset file records the same value. Where the latest records another value than the older "
+    "files, or than the stored state schema shows (an edit), the restarted query plans that format against state "
+    "written in the other. " + _FORMAT_SEEN,
+    _FORMAT_FIX,
 )
 
 
+@dataclass(frozen=True)
+class FormatConflict:
+    """A state format key whose value at restart differs from the format the state was written in."""
+
+    key: str
+    recorded: str | None  # what offsets/L records (None: not recorded)
+    restart: str  # what Spark restarts with: the recorded value, else the legacy default
+    written: str  # the format the state was written in
+    where: str  # the file that shows it: an older offset file, or the stored schema
+
+
 def _recorded_before(ctx: AuditContext, key: str, before: int) -> tuple[str, str] | None:
-    """(offsets/<b>, value) when the newest readable offset file older than ``before`` records ``key``. Only
-    that one file: Spark writes every key into every file, so where it lacks the key too, the checkpoint comes
-    from a release that did not record it (its state is in the legacy format), or more files were edited."""
+    """(offsets/<b>, value) when the newest readable offset file older than ``before`` records ``key``; None when
+    it does not (a checkpoint from a release that did not record it, or more files edited) or there is none."""
     for b in sorted((b for b in ctx.ckpt.offsets.files if b < before), reverse=True):
         entry = ctx.ckpt.try_offset(b)
         if entry is not None and entry.metadata is not None:
@@ -145,64 +175,72 @@ def _recorded_before(ctx: AuditContext, key: str, before: int) -> tuple[str, str
     return None
 
 
-def _aggregation_format(ctx: AuditContext, op: OperatorDir) -> tuple[str, str] | None:
-    """(schema file, format) an aggregation's stored schema shows: format 1 stores the whole row (the grouping
-    columns, then the buffers: StreamingAggregationStateManagerImplV1), format 2 the buffers only."""
-    try:
-        info = schemas.operator_info(ctx.ckpt, op)
-        stored = schemas.store_schema(ctx.ckpt, op, info, "default")
-    except (FormatError, UsageError):
-        return None
-    key, value = stored.key.names, stored.value.names
-    return stored.source, "1" if value[: len(key)] == key else "2"
-
-
-def lost_format_keys(ctx: AuditContext) -> dict[str, tuple[str, str]]:
-    """Format keys offsets/L lacks although the state was written in another format than Spark's legacy
-    default: key -> (the file that shows it, the format). Evidence, in order: an older offset file that records
-    the key (Spark writes every key into every file), else, for an aggregation, its stored schema. Shared with
-    the repair that writes them back."""
+def format_conflicts(ctx: AuditContext) -> dict[str, FormatConflict]:
+    """Format keys whose value at restart (offsets/L's, else the legacy default) contradicts the format the state
+    was written in. Evidence, in order: the newest older offset file that records the key (Spark writes every key
+    into every file; where it agrees with offsets/L, that is taken as the truth), else the stored schema of an
+    operator the key governs. Only formats 1 and 2, whose layouts :func:`schemas.written_format` tells apart.
+    Shared with the repair that writes the written format back."""
     entry, L = ctx.latest_offset_file, ctx.latest_offset
     if entry is None or entry.metadata is None or L is None or not ctx.ckpt.state.operators:
         return {}
     out = {}
-    for key in FORMAT_KEYS:
-        if key in entry.metadata.conf:
-            continue
+    for key, (name, _) in FORMAT_KEYS.items():
+        recorded = entry.metadata.conf.get(key)
+        restart = recorded if recorded is not None else offsetlog.LEGACY_DEFAULTS[key]
         found = _recorded_before(ctx, key, L)
-        if found is None and FORMAT_KEYS[key][0] == schemas.AGGREGATION:
-            aggs = [
-                op for op in ctx.ckpt.state.operators.values() if ctx.operator_names[op.operator] == schemas.AGGREGATION
+        if found is None:
+            ops = [
+                op
+                for op in ctx.ckpt.state.operators.values()
+                if schemas.layout_name(ctx.operator_names[op.operator]) == name
             ]
-            found = next((f for op in aggs if (f := _aggregation_format(ctx, op)) is not None), None)
-        if found is not None and found[1] != offsetlog.LEGACY_DEFAULTS[key]:
-            out[key] = found
+            found = next((f for op in ops if (f := schemas.written_format(ctx.ckpt, op, name)) is not None), None)
+        if found is not None and found[1] != restart and {found[1], restart} <= {"1", "2"}:
+            out[key] = FormatConflict(key, recorded, restart, found[1], found[0])
     return out
+
+
+def _join_type(ctx: AuditContext, op_id: int) -> str | None:
+    """The join type of operator ``op_id`` when the audit has the query (``--against``): the files do not say."""
+    if ctx.query is None:
+        return None
+    shape = next((o for o in ctx.query.operators if o.operator_id == op_id), None)
+    return shape.detail.split()[0] if shape is not None and shape.detail.endswith(" join") else None
 
 
 @check
 def state_format_recorded(ctx: AuditContext) -> Iterator[Finding]:
     if ctx.state_version == 0:
         return
-    lost = lost_format_keys(ctx)
-    if not lost:
+    conflicts = format_conflicts(ctx)
+    if not conflicts:
         return
     ck, L, t = ctx.ckpt, ctx.latest_offset, ctx.target
     names = ctx.operator_names
-    for key, (where, value) in lost.items():
+    for key, c in conflicts.items():
         name, what = FORMAT_KEYS[key]
-        legacy = offsetlog.LEGACY_DEFAULTS[key]
-        shown = f"{where} records {value}" if where.startswith("offsets/") else f"{where} is format {value}'s"
+        rule = FORMAT_NOT_RECORDED if c.recorded is None else FORMAT_CHANGED
+        from_log = c.where.startswith("offsets/")
+        shown = f"{c.where} records {c.written}" if from_log else f"{c.where} is format {c.written}'s"
         evidence = [
-            Evidence(ck.display(f"offsets/{L}"), expected=f"{key} in the conf map", found="not recorded"),
-            Evidence(ck.display(where) if where.startswith("offsets/") else where, note=shown),
+            Evidence(
+                ck.display(f"offsets/{L}"),
+                expected=f"{key}={c.written}",
+                found="not recorded" if c.recorded is None else f"{key}={c.recorded}",
+            ),
+            Evidence(ck.display(c.where) if from_log else c.where, note=shown),
         ]
-        ops = sorted(op for op, n in names.items() if n == name)
+        ops = sorted(op for op, n in names.items() if schemas.layout_name(n) == name)
         unknown = sorted(op for op, n in names.items() if n is None)
-        head = f"offsets/{L} does not record {key}, so Spark restarts with its legacy default {legacy}, but {shown}"
+        head = (
+            f"offsets/{L} does not record {key}, so Spark restarts with its legacy default {c.restart}"
+            if c.recorded is None
+            else f"offsets/{L} records {key}={c.recorded}, so Spark restarts with it"
+        ) + f", but {shown}"
         if not ops:
             if unknown:
-                yield FORMAT_NOT_RECORDED.finding(
+                yield rule.finding(
                     f"{head}; whether operator(s) {', '.join(map(str, unknown))} are a {what} the files do not "
                     "say (no operator metadata, no schema file)",
                     evidence,
@@ -210,13 +248,23 @@ def state_format_recorded(ctx: AuditContext) -> Iterator[Finding]:
                     undecided=True,
                 )
             continue
-        evidence.append(Evidence(ck.display(f"state/{ops[0]}"), note=f"a {what} (state format {value})"))
-        if name != schemas.AGGREGATION:
-            yield FORMAT_NOT_RECORDED.finding(
-                f"{head}: operator {ops[0]} is a {what} whose state was written in format {value} and is read in "
-                f"format {legacy}; what Spark does then is not recorded (seen with aggregations only: it fails)",
+        if names[ops[0]] != name:  # applyInPandasWithState keeps flatMapGroupsWithState's layout and key
+            what = str(names[ops[0]])
+        evidence.append(Evidence(ck.display(f"state/{ops[0]}"), note=f"a {what} (state format {c.written})"))
+        how = _join_type(ctx, ops[0]) if name == schemas.JOIN else None
+        if how is not None and how != "Inner" and c.restart == "1":
+            yield rule.finding(
+                f"{head}: operator {ops[0]} is a {how} {what}; Spark refuses format 1 for it when it plans the "
+                "first batch",
                 evidence,
-                undecided=True,
+                spark_error=SparkError(
+                    "java.lang.IllegalArgumentException",
+                    None,
+                    f"The query is using stream-stream {how} join with state format version 1 - correctness issue "
+                    "is discovered.",
+                    ctx.next_batch,
+                ),
+                stage=64,
             )
             continue
         if t.at_least(4, 0):
@@ -236,9 +284,16 @@ def state_format_recorded(ctx: AuditContext) -> Iterator[Finding]:
             else " (Spark 3.5 checks the schema in partition 0's task; when another partition's task fails first, "
             "the error is InvalidUnsafeRowException: 'The streaming query failed by state format invalidation')"
         )
-        yield FORMAT_NOT_RECORDED.finding(
-            f"{head}: operator {ops[0]} is a {what} whose state was written in format {value}; format {legacy} "
-            f"reads it as rows of another shape and the first batch fails{race}",
+        outer = (
+            " An outer join fails earlier, when Spark plans the first batch: IllegalArgumentException 'The query is "
+            "using stream-stream <type> join with state format version 1 - correctness issue is discovered' (the "
+            "files do not record the join type; `--against` tells it)."
+            if name == schemas.JOIN and how is None and c.restart == "1"
+            else ""
+        )
+        yield rule.finding(
+            f"{head}: operator {ops[0]} is a {what} whose state was written in format {c.written}; format "
+            f"{c.restart} reads it as rows of another shape and the first batch fails{race}.{outer}",
             evidence,
             spark_error=err,
             stage=64,

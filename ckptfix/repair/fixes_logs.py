@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ckptfix import layout
 from ckptfix.audit.model import Finding
-from ckptfix.audit.rules_conf import FORMAT_NOT_RECORDED, lost_format_keys
+from ckptfix.audit.rules_conf import FORMAT_CHANGED, FORMAT_NOT_RECORDED, format_conflicts
 from ckptfix.errors import CannotFix, CkptfixError, FormatError
 from ckptfix.formats import commitlog, hadoopcrc, offsetlog
 from ckptfix.formats import metadata as metadata_format
@@ -639,32 +639,35 @@ def no_batch_metadata(fc: FixContext, finding: Finding) -> list[str]:
     ]
 
 
-@fixes(FORMAT_NOT_RECORDED.id)
+@fixes(FORMAT_NOT_RECORDED.id, FORMAT_CHANGED.id)
 def restore_format_keys(fc: FixContext, finding: Finding) -> list[str]:
-    """Write the state format version(s) older offset files record back into offsets/L: Spark takes them from
-    there on restart (a session conf cannot set them: a key the file lacks gets the legacy default)."""
+    """Write the state format version(s) the state was written in (as older offset files or the stored schema
+    show) into offsets/L: Spark takes them from there on restart (a session conf cannot set them: a key the file
+    lacks gets the legacy default)."""
     ck = fc.ckpt
-    lost = lost_format_keys(fc.audit)
+    conflicts = format_conflicts(fc.audit)
     L = ck.offsets.latest
     cur = None if L is None else _readable_offset(fc, L)
-    if not lost or L is None or cur is None or cur.metadata is None:
-        raise CannotFix(f"offsets/{L} records every state format version the older files do")
+    if not conflicts or L is None or cur is None or cur.metadata is None:
+        raise CannotFix(f"offsets/{L} records the state format versions the state was written in")
     rel = ck.offsets.files[L]
     if fc.builder.touches(rel):
         if any(a.path == rel and a.op == "delete" for a in fc.builder.actions):
             return []  # batch L is planned again from offsets/L-1, whose conf records the version
+        if any(a.path == rel and a.rule in (FORMAT_NOT_RECORDED.id, FORMAT_CHANGED.id) for a in fc.builder.actions):
+            return []  # planned for the other rule: one rewrite sets every key
         raise CannotFix(f"another fix rewrites offsets/{L}; apply it and run repair again")
     conf = dict(cur.metadata.conf)
-    conf.update({key: value for key, (_, value) in lost.items()})
+    conf.update({key: c.written for key, c in conflicts.items()})
     fc.builder.write(
         rel,
         offsetlog.dump(replace(cur, metadata=replace(cur.metadata, conf=conf))),
-        "conf " + ", ".join(f"{key}={value} (as {where} shows)" for key, (where, value) in lost.items()),
+        "conf " + ", ".join(f"{key}={c.written} (as {c.where} shows)" for key, c in conflicts.items()),
         finding.rule_id,
     )
     return [
         "Spark restarts with the state format the state was written in ("
-        + ", ".join(f"{key}={value}" for key, (_, value) in lost.items())
+        + ", ".join(f"{key}={c.written}" for key, c in conflicts.items())
         + "); no batch re-runs because of this change"
     ]
 

@@ -18,7 +18,7 @@ from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, OperatorDir
 from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import opmeta, schema
-from ckptfix.formats.unsaferow import NullType, StructType, parse_schema, same_layout, simple_string
+from ckptfix.formats.unsaferow import BooleanType, NullType, StructType, parse_schema, same_layout, simple_string
 
 SESSION_START = "sessionStartTime"
 
@@ -133,6 +133,12 @@ KNOWN_NAMES = frozenset(
 )
 
 
+def layout_name(name: str | None) -> str | None:
+    """The name of the state layout an operator name stands for (applyInPandasWithState keeps
+    flatMapGroupsWithState's, ...)."""
+    return next((k for k, names in _SAME_LAYOUT.items() if name in names), name)
+
+
 def name_contradiction(ckpt: Checkpoint, op: OperatorDir) -> str | None:
     """Why the operator metadata (4.x) cannot be what Spark wrote for ``op``, or None: an operator id other than
     the directory's, a name no Spark release gives, or a name whose state layout the files contradict (a join's
@@ -204,6 +210,43 @@ def operator_name(ckpt: Checkpoint, op: OperatorDir) -> str | None:
     if key == ("key",) and isinstance(stored.key.fields[0].data_type, NullType):
         return GLOBAL_LIMIT
     return AGGREGATION
+
+
+def written_format(ckpt: Checkpoint, op: OperatorDir, name: str | None) -> tuple[str, str] | None:
+    """(schema file, state format version) that an operator's stored schema shows, for the operators whose
+    format versions lay state out differently (Spark 3.5-4.3's classes); None where the schema does not tell:
+
+    * aggregation: format 1 stores the whole input row (the grouping columns, then the buffers:
+      ``StreamingAggregationStateManagerImplV1``), format 2 the buffers only; without grouping columns both
+      are the same;
+    * stream-stream join: format 2 appends a boolean ``matched`` to the value of ``<side>-keyWithIndexToValue``
+      (``KeyWithIndexToValueRowConverterFormatV2``);
+    * flatMapGroupsWithState / applyInPandasWithState: format 2 nests the state in a ``groupState`` struct
+      (followed by ``timeoutTimestamp`` with a timeout: ``StateManagerImplV2``), format 1 flattens it."""
+    name = layout_name(name)
+    stores = {AGGREGATION: "default", FLATMAP_GROUPS_WITH_STATE: "default", JOIN: "left-keyWithIndexToValue"}
+    if name not in stores:
+        return None
+    try:
+        stored = store_schema(ckpt, op, operator_info(ckpt, op), stores[name])
+    except (FormatError, UsageError):
+        return None
+    key, value = stored.key.names, stored.value.names
+    if name == AGGREGATION:
+        if not key:
+            return None
+        return stored.source, "1" if value[: len(key)] == key else "2"
+    if name == JOIN:
+        last = stored.value.fields[-1] if stored.value.fields else None
+        matched = last is not None and last.name == "matched" and isinstance(last.data_type, BooleanType)
+        return stored.source, "2" if matched else "1"
+    nested = (
+        bool(value)
+        and value[0] == "groupState"
+        and value[1:] in ((), ("timeoutTimestamp",))
+        and isinstance(stored.value.fields[0].data_type, StructType)
+    )
+    return stored.source, "2" if nested else "1"
 
 
 def _v3_batch(rel: str) -> int | None:

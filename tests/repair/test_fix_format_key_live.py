@@ -59,3 +59,46 @@ def test_lost_state_format_version_is_written_back(scenario: str, spark: Any, sp
     keys = {r["key"] for r in _file_rows(input_dir, L + 1)}
     want = _aggregate(input_dir, range(L + 2))
     assert got[L + 1] == {k: want[k] for k in keys}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "name",
+    [
+        "offset_latest_agg_format_set_1",
+        "offset_latest_join_format_set_1",
+        "offset_latest_left_join_format_set_1",
+        "offset_latest_fmgws_format_dropped",
+    ],
+)
+def test_edited_state_format_is_restored(name: str, spark: Any, spark_bases: Any, tmp_path: Path) -> None:
+    """offsets/L's state format key set to 1 or removed (damage hunt 4: D08, J18, A02): Spark 4.3 fails; `repair`
+    writes back the format offsets/L-1 records, and the restart's sink holds exactly what the input files give
+    (the harness computes it from the input: every join pair once, the aggregates per key)."""
+    case = CASES[name]
+    L = SCENARIOS[case.scenario].base_files - 1
+    failing, input_dir, failing_out = copy_base(spark_bases(case.scenario), tmp_path / "failing")
+    case.apply(failing)
+    ckpt = tmp_path / "fixed" / "ckpt"
+    shutil.copytree(failing, ckpt)
+    output = tmp_path / "fixed" / failing_out.name
+    shutil.copytree(failing_out, output)
+
+    before = restart(spark, case.scenario, failing, input_dir, failing_out, new_files=1)
+    assert not before.ok, before.detail
+
+    damaged = tree(ckpt)
+    plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
+    assert unfixed == [] and [a.path for a in plan.actions] == [f"offsets/{L}"], plan.actions
+    loc, backup = Location(str(ckpt)), Location(str(tmp_path / "backup"))
+    engine.apply(plan, loc, backup, force=True)
+    assert '.stateFormatVersion":"2"' in (ckpt / "offsets" / str(L)).read_text()
+    engine.undo(loc, backup, force=True)
+    assert tree(ckpt) == damaged, "undo must restore every file's original bytes"
+    engine.apply(plan, loc, backup, force=True)
+    assert audit(str(ckpt), "4.3").verdict.restarts
+
+    after = restart(spark, case.scenario, ckpt, input_dir, output, new_files=0)
+    assert after.ok, after.text[:2000]
+    assert after.batches == [L + 1], after.batches
+    assert after.correct, after.detail

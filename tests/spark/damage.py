@@ -50,6 +50,9 @@ class DamageCase:
     check_correct: bool = True
     # What the user tells the audit that the files cannot (e.g. {"stateful": True} once state/ is gone).
     audit_kwargs: dict[str, Any] = field(default_factory=dict)
+    # The restarted query as ``audit --against`` would describe it (a factory: ckptfix is not importable where the
+    # recorder runs), for what only the query says (a join's type); None: the audit has the files only.
+    query: Callable[[], Any] | None = None
     # Why the same files on S3 get another verdict (a leftover .crc sidecar breaks only Hadoop's checksummed
     # local file system); "" when the verdict on S3 must be the local one.
     s3_differs: str = ""
@@ -211,6 +214,32 @@ def _drop_latest_conf(key: str) -> Callable[[Path], None]:
         rewrite(path, "\n".join(lines), drop_crc=True)
 
     return apply
+
+
+def _set_latest_conf(key: str, value: str) -> Callable[[Path], None]:
+    """Set ``key`` in offsets/L's conf map to ``value`` (an edit; the .crc is dropped); the older files keep theirs."""
+
+    def apply(ckpt: Path) -> None:
+        path = latest_file(ckpt, "offsets")
+        lines = _offset_lines(path)
+        meta = json.loads(lines[1])
+        if meta.get("conf", {}).get(key) in (None, value):
+            raise SkipCase(f"offsets/L does not record {key}, or records {value} already")
+        meta["conf"][key] = value
+        lines[1] = json.dumps(meta, separators=(",", ":"))
+        rewrite(path, "\n".join(lines), drop_crc=True)
+
+    return apply
+
+
+def _left_outer_join_query() -> Any:
+    """The ``join_left`` scenario's query as ``audit --against`` describes it: two file sources, one left outer
+    stream-stream join (operator 0), foreachBatch."""
+    from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape
+
+    join = OperatorShape(0, "symmetricHashJoin", "StreamingSymmetricHashJoinExec", detail="LeftOuter join")
+    sink = SinkShape("foreachBatch", output_mode="append")
+    return QueryShape("tests.spark.queries:_build_join_left", "", (SourceShape("file"),) * 2, sink, (join,))
 
 
 def _opmeta_name_edited(ckpt: Path) -> None:
@@ -1316,6 +1345,50 @@ _CASES = [
         "agg_rocksdb_cl",
         _rocksdb_zip_truncated,
         "partition 0's newest zip cut to half (changelogs kept)",
+    ),
+    # the state format conf of offsets/L edited to 1, or removed (-> the legacy default 1), against state written in
+    # format 2 (damage hunt 4: D08, J18, X04, Y04, A02, A03)
+    DamageCase(
+        "offset_latest_agg_format_set_1",
+        "agg_hdfs",
+        _set_latest_conf("spark.sql.streaming.aggregation.stateFormatVersion", "1"),
+        "spark.sql.streaming.aggregation.stateFormatVersion set to 1 in offsets/L's conf (.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_join_format_dropped",
+        "join",
+        _drop_latest_conf("spark.sql.streaming.join.stateFormatVersion"),
+        "inner stream-stream join: spark.sql.streaming.join.stateFormatVersion removed from offsets/L's conf "
+        "(.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_join_format_set_1",
+        "join",
+        _set_latest_conf("spark.sql.streaming.join.stateFormatVersion", "1"),
+        "inner stream-stream join: spark.sql.streaming.join.stateFormatVersion set to 1 in offsets/L's conf "
+        "(.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_left_join_format_set_1",
+        "join_left",
+        _set_latest_conf("spark.sql.streaming.join.stateFormatVersion", "1"),
+        "left outer stream-stream join: spark.sql.streaming.join.stateFormatVersion set to 1 in offsets/L's conf "
+        "(.crc dropped); the audit is told the join type (the files do not say it)",
+        query=_left_outer_join_query,
+    ),
+    DamageCase(
+        "offset_latest_fmgws_format_dropped",
+        "pandas_state",
+        _drop_latest_conf("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"),
+        "applyInPandasWithState: spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion removed from "
+        "offsets/L's conf (.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_fmgws_format_set_1",
+        "pandas_state",
+        _set_latest_conf("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion", "1"),
+        "applyInPandasWithState: spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion set to 1 in "
+        "offsets/L's conf (.crc dropped)",
     ),
     DamageCase(
         "state_schema_missing",

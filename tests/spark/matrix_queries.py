@@ -1,7 +1,8 @@
 """Scenarios of the cross-version matrix (tests/fixtures/matrix/record.py, tests/test_version_matrix.py).
 
-The ones tests/spark/queries.py has are reused (with fewer batches); the others (RocksDB without changelog,
-dropDuplicates, stream-stream joins, applyInPandasWithState, transformWithStateInPandas) are defined here.
+The ones tests/spark/queries.py has are reused (with fewer batches; its builders of stream-stream joins and
+applyInPandasWithState too); the others (RocksDB without changelog, dropDuplicates, transformWithStateInPandas)
+are defined here.
 Everything must run under PySpark 3.3 to 4.3 where the feature exists (``MIN_SPARK``) and must not import
 pytest. Functions that run in Python workers are defined inside the builders, so they are pickled by value.
 """
@@ -13,16 +14,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.spark.queries import ROCKSDB_PROVIDER, SCENARIOS, Scenario, _foreach_batch_writer, _source
+from tests.spark.queries import (
+    ROCKSDB_PROVIDER,
+    SCENARIOS,
+    Scenario,
+    _build_join,
+    _build_join_nonnull,
+    _build_pandas_state,
+    _foreach_batch_writer,
+    _source,
+    _verify_join,
+    _with_ts,
+)
 
 BATCHES = 3  # input files (= batches) of a base run
 ROCKSDB = {"spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER}
-
-
-def _with_ts(spark: Any, input_dir: Path) -> Any:
-    from pyspark.sql import functions as F
-
-    return _source(spark, input_dir).withColumn("ts", F.col("value").cast("timestamp"))
 
 
 # ------------------------------------------------------------------------------------------- dedup
@@ -38,64 +44,6 @@ def _verify_dedup(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, A
     want = {r["key"] for r in inputs}
     ok = set(got) == want and all(n == 1 for n in got.values())
     return ok, "each key once" if ok else f"keys emitted (want each of {sorted(want)} once): {dict(got)}"
-
-
-# ------------------------------------------------------------------------------------------- joins
-
-
-def _join(spark: Any, input_dir: Path, output_dir: Path, non_null: bool) -> Any:
-    from pyspark.sql import functions as F
-
-    def side(prefix: str) -> Any:
-        df = _with_ts(spark, input_dir)
-        key = F.coalesce(F.col("key"), F.lit("")) if non_null else F.col("key")
-        df = df.select(F.col("id").alias(f"{prefix}id"), key.alias(f"{prefix}key"), F.col("ts").alias(f"{prefix}ts"))
-        return df.withWatermark(f"{prefix}ts", "1 hour")
-
-    left, right = side("l"), side("r")
-    cond = F.expr("lkey = rkey AND rts >= lts - interval 1 hour AND rts <= lts + interval 1 hour")
-    return _foreach_batch_writer(left.join(right, cond, "inner").select("lid", "rid"), output_dir)
-
-
-def _build_join(spark: Any, input_dir: Path, output_dir: Path) -> Any:
-    return _join(spark, input_dir, output_dir, non_null=False)
-
-
-def _build_join_nonnull(spark: Any, input_dir: Path, output_dir: Path) -> Any:
-    return _join(spark, input_dir, output_dir, non_null=True)
-
-
-def _verify_join(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, Any]]]) -> tuple[bool, str]:
-    # ts is ``value`` seconds after the epoch: the row at the epoch is at the first batch's watermark (0) and
-    # the join drops it as late (every Spark release recorded does), so it joins with nothing.
-    rows = [r for r in inputs if r["value"] > 0]
-    want = Counter((a["id"], b["id"]) for a in rows for b in rows if a["key"] == b["key"])
-    got = Counter((r["lid"], r["rid"]) for _, r in out)
-    ok = got == want
-    return ok, "every pair once" if ok else f"missing {len(want - got)} pairs, {len(got - want)} extra"
-
-
-# ------------------------------------------------------------------------------------------- Python state
-
-
-def _build_pandas_state(spark: Any, input_dir: Path, output_dir: Path) -> Any:
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    def count(key: Any, pdfs: Any, state: Any) -> Any:
-        import pandas as pd
-
-        cnt, total = state.get if state.exists else (0, 0)
-        for pdf in pdfs:
-            cnt += len(pdf)
-            total += int(pdf["value"].sum())
-        state.update((cnt, total))
-        yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
-
-    df = _source(spark, input_dir).groupBy("key")
-    agg = df.applyInPandasWithState(
-        count, "key STRING, cnt LONG, total LONG", "cnt LONG, total LONG", "update", GroupStateTimeout.NoTimeout
-    )
-    return _foreach_batch_writer(agg, output_dir).outputMode("update")
 
 
 def _build_tws_pandas(spark: Any, input_dir: Path, output_dir: Path) -> Any:

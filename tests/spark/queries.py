@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,76 @@ def _build_dedup_filesink(spark: Any, input_dir: Path, output_dir: Path) -> Any:
     return deduped.writeStream.format("parquet").option("path", str(output_dir))
 
 
+def _with_ts(spark: Any, input_dir: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    return _source(spark, input_dir).withColumn("ts", F.col("value").cast("timestamp"))
+
+
+# ------------------------------------------------------------------------------------------- joins
+
+
+def _join(spark: Any, input_dir: Path, output_dir: Path, non_null: bool, how: str = "inner") -> Any:
+    from pyspark.sql import functions as F
+
+    def side(prefix: str) -> Any:
+        df = _with_ts(spark, input_dir)
+        key = F.coalesce(F.col("key"), F.lit("")) if non_null else F.col("key")
+        df = df.select(F.col("id").alias(f"{prefix}id"), key.alias(f"{prefix}key"), F.col("ts").alias(f"{prefix}ts"))
+        return df.withWatermark(f"{prefix}ts", "1 hour")
+
+    left, right = side("l"), side("r")
+    cond = F.expr("lkey = rkey AND rts >= lts - interval 1 hour AND rts <= lts + interval 1 hour")
+    return _foreach_batch_writer(left.join(right, cond, how).select("lid", "rid"), output_dir)
+
+
+def _build_join(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return _join(spark, input_dir, output_dir, non_null=False)
+
+
+def _build_join_nonnull(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return _join(spark, input_dir, output_dir, non_null=True)
+
+
+def _build_join_left(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    """Left outer: every left row matches itself (same key, same time) and the watermark (1 hour behind times
+    of seconds) evicts nothing, so the output holds the inner join's pairs and no null-extended row."""
+    return _join(spark, input_dir, output_dir, non_null=False, how="left_outer")
+
+
+def _verify_join(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, Any]]]) -> tuple[bool, str]:
+    # ts is ``value`` seconds after the epoch: the row at the epoch is at the first batch's watermark (0) and
+    # the join drops it as late (every Spark release recorded does), so it joins with nothing.
+    rows = [r for r in inputs if r["value"] > 0]
+    want = Counter((a["id"], b["id"]) for a in rows for b in rows if a["key"] == b["key"])
+    got = Counter((r["lid"], r["rid"]) for _, r in out)
+    ok = got == want
+    return ok, "every pair once" if ok else f"missing {len(want - got)} pairs, {len(got - want)} extra"
+
+
+# ------------------------------------------------------------------------------------------- Python state
+
+
+def _build_pandas_state(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    def count(key: Any, pdfs: Any, state: Any) -> Any:
+        import pandas as pd
+
+        cnt, total = state.get if state.exists else (0, 0)
+        for pdf in pdfs:
+            cnt += len(pdf)
+            total += int(pdf["value"].sum())
+        state.update((cnt, total))
+        yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
+
+    df = _source(spark, input_dir).groupBy("key")
+    agg = df.applyInPandasWithState(
+        count, "key STRING, cnt LONG, total LONG", "cnt LONG, total LONG", "update", GroupStateTimeout.NoTimeout
+    )
+    return _foreach_batch_writer(agg, output_dir).outputMode("update")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -203,6 +274,10 @@ SCENARIOS: dict[str, Scenario] = {
             stateful=True,
             base_files=8,
         ),
+        # stream-stream joins (inner, left outer) and applyInPandasWithState: their state format confs
+        Scenario("join", _build_join, stateful=True, base_files=4, verify=_verify_join),
+        Scenario("join_left", _build_join_left, stateful=True, base_files=4, verify=_verify_join),
+        Scenario("pandas_state", _build_pandas_state, stateful=True, base_files=4),
         # the file source's log compacts every 3 batches: sources/0 holds 0 1 2.compact 3 4 5.compact 6 7
         Scenario(
             "stateless_src_c3",
