@@ -22,6 +22,7 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.queryshape import OperatorShape, QueryShape, SourceShape, StoreShape, compatible, ddl
 from ckptfix.audit.registry import check, define
+from ckptfix.audit.rules_state import first_state_file_missing
 from ckptfix.audit.targets import SparkTarget
 from ckptfix.checkpoint import OperatorDir
 from ckptfix.errors import FormatError
@@ -334,9 +335,11 @@ def query_state(ctx: AuditContext) -> Iterator[Finding | Skipped]:
             yield Q_OPERATORS.finding(
                 f"not allowed: the new query has stateful operator {op_id} ({added.name}, "
                 f"{added.detail or added.node}) "
-                f"but {ck.display('state')} has no state for it; it would start from nothing after batch "
-                f"{ctx.latest_commit} (or fail to load it)",
+                f"but {ck.display('state')} has no state for it; Spark loads its state version "
+                f"{ctx.state_version} at the first batch and fails",
                 [Evidence(ck.display(f"state/{op_id}"), expected="state of the operator", found="none")],
+                spark_error=first_state_file_missing(ctx) if ctx.state_version else None,
+                stage=65,
             )
     for op_id in sorted(set(stored) - set(new)):
         yield Q_OPERATORS.finding(

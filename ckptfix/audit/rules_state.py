@@ -138,7 +138,10 @@ STATE_TRAILING = define(
     "STATE-FILE-TRAILING-BYTES",
     "warning",
     "A state file has bytes after its end marker",
-    "Spark stops at the end marker and never notices; ckptfix does, because it hints at a damaged write.",
+    "Spark stops at the end marker and never notices; ckptfix does, because it hints at a damaged write. Also a "
+    "delta or snapshot whose compressed stream is cut or damaged after the block that holds the end marker (an "
+    "LZ4 end block cut off): Spark's reader stops at the marker and never decompresses the rest (recorded on "
+    "3.5.9-4.2.1).",
     "Nothing for restart; keep a backup before rewriting this store.",
 )
 STATE_OLD_CORRUPT = define(
@@ -224,7 +227,10 @@ class StoreCheck:
                 self.notes.append(
                     Problem(
                         STATE_TRAILING.id,
-                        f"{rel} has bytes after its end marker",
+                        f"{rel} is damaged after its end marker ({fp.expected}, found {fp.found}): Spark stops "
+                        "reading at the end marker and never reads it"
+                        if fp.codec_layer
+                        else f"{rel} has bytes after its end marker",
                         (Evidence(self.display(rel), fp.offset, fp.expected, fp.found),),
                         None,
                     )
@@ -869,3 +875,59 @@ def operator_metadata(ctx: AuditContext) -> Iterator[Finding]:
             ),
             stage=63,
         )
+
+
+OPERATOR_MISSING = define(
+    "STATE-OPERATOR-MISSING",
+    "error",
+    "A stateful operator's state directory is missing",
+    "Spark numbers a query's stateful operators 0, 1, 2, ... in plan order, and every one writes state/<id> at its "
+    "first batch; a gap in the numbers is an operator whose state was deleted. At the restart, Spark 4.x compares "
+    "the plan's operators with the operator metadata it finds and fails with "
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA; Spark 3.5 (or 4.x when no operator has metadata, a "
+    "3.5-written checkpoint) fails loading the operator's first state file. Seen on 3.5.9-4.3 with "
+    "dropDuplicates before an aggregation, either directory deleted (damage hunt 4, D01). The directory of the "
+    "operator with the highest id leaves no gap: only the query tells (`audit --against`).",
+    "Restore the directory from a backup; it cannot be recreated from the other operators' state. Else start the "
+    "query on a new checkpoint (`ckptfix offsets export` keeps the sources' positions).",
+)
+
+
+def first_state_file_missing(ctx: AuditContext) -> SparkError:
+    """What Spark raises loading state version N > 0 of an operator that has no files: the provider walks back
+    to version 1 and finds no ``1.delta`` (HDFS) or ``1.changelog`` (RocksDB); which partition it names first
+    varies (recorded on 3.5.9 with a deleted operator directory)."""
+    if providers.of(ctx.conf).kind == "hdfs":
+        return E.delta_missing(ctx.target, "/1.delta")
+    return E.streaming_file_missing(ctx.target, "/1.changelog")
+
+
+@check
+def operators_missing(ctx: AuditContext) -> Iterator[Finding]:
+    ck, t, N = ctx.ckpt, ctx.target, ctx.state_version
+    ops = ck.state.operators
+    if not ops or not N:
+        return
+    gaps = [i for i in range(max(ops)) if i not in ops]
+    if not gaps:
+        return
+    with_metadata = [op for op in ops.values() if op.metadata_v1 is not None or op.metadata_v2]
+    if t.at_least(4, 0) and with_metadata:
+        err = SparkError(
+            "org.apache.spark.SparkRuntimeException",
+            "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+            "Streaming stateful operator name does not match with the operator in state metadata.",
+            ctx.next_batch,
+        )
+        how = f"Spark {t.label} finds no operator metadata for it and fails when it plans the first batch"
+    else:
+        err = first_state_file_missing(ctx)
+        how = "Spark fails loading its state at the first batch"
+    names = ", ".join(f"state/{i}" for i in gaps)
+    yield OPERATOR_MISSING.finding(
+        f"{names} missing while state/{max(ops)} exists: Spark numbers stateful operators from 0, so the query has "
+        f"operator(s) {', '.join(map(str, gaps))} and their state is gone; {how}",
+        [Evidence(ck.display(f"state/{i}"), expected="the operator's state directory", found="none") for i in gaps],
+        spark_error=err,
+        stage=62 if t.at_least(4, 0) and with_metadata else 65,
+    )

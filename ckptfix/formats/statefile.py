@@ -17,7 +17,11 @@ Changelog headers: V1 none; V2 ``UTF "v2"``; V3 ``UTF "v3"`` + ``UTF lineageJson
 records; V4 ``UTF "v4"`` + ``UTF lineageJson`` then V2 records. As in Spark's reader, a
 file whose first UTF string is not ``v<short>`` is V1 from byte 0.
 
-Spark stops at the end marker; bytes after it are reported here (kind ``trailing-bytes``).
+Spark stops at the end marker; bytes after it are reported here (kind ``trailing-bytes``). Spark's HDFS
+provider reads a delta or snapshot through the codec's input stream up to the end marker and closes it: a
+compressed chunk after the one that holds the marker is never decompressed (lz4-java's ``LZ4BlockInputStream``
+reads the next block only when a read needs more bytes, and its ``close()`` is ``FilterInputStream``'s, which
+checks nothing; javap of lz4-java 1.8.0 and 1.11.0). :func:`decompress_as_read` models that read.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ckptfix.errors import FormatError, UnsupportedVersion
+from ckptfix.formats import codec
 from ckptfix.formats.javaio import U16, decode_modified_utf8, read_utf, write_utf
 from ckptfix.formats.text import json_expected, loads, preview
 
@@ -288,6 +293,43 @@ def verify(raw: bytes, path: str = "<state>", kind: FileKind = "delta") -> int:
         if stopped is None:
             return count
     return sum(1 for _ in iter_records(raw, path, kind))
+
+
+#: the file kinds whose reader stops at the end marker before the codec meets damage after it (HDFS provider's
+#: ``updateFromDeltaFile`` / ``readSnapshotFile``, javap of 4.3.0; for a delta recorded on 3.5.9-4.2.1 and live on
+#: 4.3, damage case state_delta_cut_in_end_block)
+STOPS_AT_END_MARKER: tuple[FileKind, ...] = ("delta", "snapshot")
+
+
+def end_of_records(raw: bytes, kind: FileKind) -> int | None:
+    """The offset right after the end marker when ``raw`` holds whole records up to it (more bytes may follow),
+    else None (a record or the marker is cut off, or a length is bad)."""
+    try:
+        verify(raw, "<state>", kind)
+    except FormatError as exc:
+        return exc.offset if exc.kind == "trailing-bytes" else None
+    return len(raw)
+
+
+def decompress_as_read(
+    codec_name: str, data: bytes, path: str = "<state>", kind: FileKind = "delta"
+) -> tuple[bytes, FormatError | None]:
+    """The decompressed content of a state file as Spark's reader meets it, and the damage in the compressed
+    stream that it never reads (None when the whole stream decompresses). For a delta or snapshot whose chunks
+    (LZ4 blocks, ...) before a damaged one already hold every record and the end marker, that damage is returned,
+    not raised: Spark stops reading at the marker (a cut inside the LZ4 end block: Spark 3.5.9-4.3 restart). Only
+    for lz4, the default codec, whose reader was read and recorded; any other damage, and every other codec's,
+    raises, as :func:`ckptfix.formats.codec.decompress` does."""
+    chunks: list[bytes] = []
+    try:
+        for chunk in codec.iter_decompressed(codec_name, data, path):
+            chunks.append(chunk)
+    except FormatError as exc:
+        stops = kind in STOPS_AT_END_MARKER and codec.normalize(codec_name) == codec.LZ4  # the codec seen
+        if not stops or end_of_records(b"".join(chunks), kind) is None:
+            raise
+        return b"".join(chunks), exc
+    return b"".join(chunks), None
 
 
 def parse(raw: bytes, path: str = "<state>", kind: FileKind = "delta") -> StateFile:

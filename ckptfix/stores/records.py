@@ -3,7 +3,9 @@
 Files are read straight from storage (not through the checkpoint's read cache: state is
 big), their 4.x checksum sidecars verified, decompressed with the query's codec and their
 framing checked to the end *before* the first pair is yielded, so a damaged file never
-produces a row.
+produces a row. As in Spark, a delta or snapshot is read up to its end marker: damage in the
+compressed stream after it (an LZ4 end block cut off) is not read
+(:func:`ckptfix.formats.statefile.decompress_as_read`).
 
 HDFS-backed stores stream: the deltas after the base snapshot are applied to an overlay
 (key -> value or removal), the overlay's puts are yielded, then the snapshot's records
@@ -58,8 +60,8 @@ def file_records(ckpt: Checkpoint, step: Step, codec_name: str, sidecars: dict[s
     """Every record of a delta/snapshot/changelog. The file is read, decompressed and its
     framing walked to the end before the first record is returned (so a damaged file yields
     nothing); records are then produced one at a time, never all held."""
-    raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
     kind: statefile.FileKind = step.kind  # type: ignore[assignment]
+    raw, _ = statefile.decompress_as_read(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel), kind)
     path = inner(ckpt, step.rel, codec_name)
     statefile.verify(raw, path, kind)
     return statefile.iter_records(raw, path, kind)
@@ -333,7 +335,12 @@ def step_slices(
         return None
 
     try:
-        raw = codec.decompress(codec_name, read_file(ckpt, step, sidecars), ckpt.display(step.rel))
+        raw, _ = statefile.decompress_as_read(
+            codec_name,
+            read_file(ckpt, step, sidecars),
+            ckpt.display(step.rel),
+            step.kind,  # type: ignore[arg-type]
+        )
     except FormatError:
         return None
     fr = frames(raw, step.kind)  # type: ignore[arg-type]

@@ -19,14 +19,16 @@ from dataclasses import dataclass, replace
 
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
-from ckptfix.formats import codec, filechecksum, hadoopcrc, rocksdbzip, statefile
+from ckptfix.formats import filechecksum, hadoopcrc, rocksdbzip, statefile
 from ckptfix.formats import sst as sstfile
 
 #: a file the load cannot use
 FATAL = frozenset({"hadoop-crc", "checksum", "corrupt", "sst-missing", "sst-size", "sst-hadoop-crc", "sst-corrupt"})
 #: damaged bytes that Spark's load does not notice (a batch reading them may fail later): an SST's data block
 LATENT = frozenset({"sst-blocks"})
-#: facts that do not make the file unusable (RocksDB reads a table whose filter block is damaged as one without)
+#: facts that do not make the file unusable (RocksDB reads a table whose filter block is damaged as one without;
+#: "trailing": bytes after the end marker, or a damaged compressed chunk after the one holding it, which Spark's
+#: HDFS reader never reads)
 BENIGN = frozenset({"trailing", "unverifiable", "sst-filter", "zip-header"})
 #: FormatError kinds of the codec layer meaning "cannot check", not "damaged"
 UNVERIFIABLE = ("unknown-codec", "missing-extra")
@@ -119,7 +121,7 @@ def check_file(
         why, sidecar = side
         return [FileProblem(rel, "checksum", display, None, f"the content {sidecar} describes", why, sidecar=sidecar)]
     try:
-        raw = codec.decompress(codec_name, data, display)
+        raw, unread = statefile.decompress_as_read(codec_name, data, display, kind)  # type: ignore[arg-type]
     except FormatError as exc:
         if exc.kind in UNVERIFIABLE:
             return [FileProblem(rel, "unverifiable", exc.path, exc.offset, exc.expected, exc.found)]
@@ -130,6 +132,19 @@ def check_file(
         ]
     except MissingExtra as exc:
         return [FileProblem(rel, "unverifiable", display, None, f"the {codec_name} decoder", exc.missing)]
+    if unread is not None:  # damage after the chunk holding the end marker: Spark never reads it
+        out.append(
+            FileProblem(
+                rel,
+                "trailing",
+                unread.path,
+                unread.offset,
+                unread.expected,
+                unread.found,
+                codec_layer=True,
+                error_kind=unread.kind,
+            )
+        )
     if _framed_in_bulk(raw, kind):
         return out
     try:

@@ -232,6 +232,32 @@ def _set_latest_conf(key: str, value: str) -> Callable[[Path], None]:
     return apply
 
 
+def _operator_deleted(which: str) -> Callable[[Path], None]:
+    """Delete the state directory of the query's first (lowest id) or last stateful operator."""
+
+    def apply(ckpt: Path) -> None:
+        ops = sorted((p for p in (ckpt / "state").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+        if len(ops) < 2:
+            raise SkipCase("fewer than two stateful operators")
+        shutil.rmtree(ops[0] if which == "first" else ops[-1])
+
+    return apply
+
+
+def _dedup_agg_query() -> Any:
+    """The ``dedup_agg`` scenario's query as ``audit --against`` describes it: one file source, the aggregation
+    (operator 0) over dropDuplicates (operator 1; Spark numbers the plan's stateful operators top down),
+    foreachBatch."""
+    from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape
+
+    ops = (
+        OperatorShape(0, "stateStoreSave", "StateStoreSaveExec"),
+        OperatorShape(1, "dedupe", "StreamingDeduplicateExec"),
+    )
+    sink = SinkShape("foreachBatch", output_mode="update")
+    return QueryShape("tests.spark.queries:_build_dedup_agg", "", (SourceShape("file"),), sink, ops)
+
+
 def _left_outer_join_query() -> Any:
     """The ``join_left`` scenario's query as ``audit --against`` describes it: two file sources, one left outer
     stream-stream join (operator 0), foreachBatch."""
@@ -1184,6 +1210,21 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # one operator's state directory deleted in a query with two (damage hunt 4: D01)
+    DamageCase(
+        "state_first_operator_deleted",
+        "dedup_agg",
+        _operator_deleted("first"),
+        "dropDuplicates then an aggregation: state/0 deleted, state/1 kept",
+    ),
+    DamageCase(
+        "state_last_operator_deleted",
+        "dedup_agg",
+        _operator_deleted("last"),
+        "dropDuplicates then an aggregation: state/1 deleted, state/0 kept; the audit is told the query (the "
+        "directory of the highest operator id leaves no gap in the files)",
+        query=_dedup_agg_query,
+    ),
     # operator metadata and schema files (damage hunt 4, 2026-11-27: J05/D03, J01, J26 on 4.3)
     # checkpoint format v2: 4.2+ auto snapshot repair loads an older zip through the changelogs' lineages (damage
     # hunt 4, V07/V08/V25/T12 on 4.3)

@@ -135,6 +135,16 @@ def _build_dedup_filesink(spark: Any, input_dir: Path, output_dir: Path) -> Any:
     return deduped.writeStream.format("parquet").option("path", str(output_dir))
 
 
+def _build_dedup_agg(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    """Two stateful operators: dropDuplicates on the globally unique id (it drops nothing), then the aggregation
+    (so the sink holds the aggregates of every input row)."""
+    from pyspark.sql import functions as F
+
+    deduped = _source(spark, input_dir).dropDuplicates(["id"])
+    agg = deduped.groupBy("key").agg(F.count("*").alias("cnt"), F.sum("value").alias("total"))
+    return _foreach_batch_writer(agg, output_dir).outputMode("update")
+
+
 def _with_ts(spark: Any, input_dir: Path) -> Any:
     from pyspark.sql import functions as F
 
@@ -273,6 +283,14 @@ SCENARIOS: dict[str, Scenario] = {
             },
             stateful=True,
             base_files=8,
+        ),
+        # two stateful operators in one query (state/0 and state/1)
+        Scenario(
+            "dedup_agg",
+            _build_dedup_agg,
+            confs={"spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER},
+            stateful=True,
+            base_files=4,
         ),
         # stream-stream joins (inner, left outer) and applyInPandasWithState: their state format confs
         Scenario("join", _build_join, stateful=True, base_files=4, verify=_verify_join),
