@@ -676,6 +676,51 @@ def _state_snapshot_corrupt(ckpt: Path) -> None:
         raise SkipCase("the base checkpoint has no non-empty HDFS snapshot")
 
 
+def _read_delta(ckpt: Path) -> Path:
+    """Partition 0's newest delta when the restart reads it (its version has no snapshot), an LZ4Block stream."""
+    part = state_partitions(ckpt)[0]
+    v = _latest_state_version(part)
+    path = part / f"{v}.delta"
+    if v in versions_with(part, "snapshot") or not path.exists():
+        raise SkipCase(f"{part} has a snapshot of its newest version {v}, or no delta of it")
+    if path.read_bytes()[:8] != b"LZ4Block":
+        raise SkipCase(f"{path} is not an LZ4Block stream")
+    return path
+
+
+def _lz4_blocks(data: bytes) -> list[tuple[int, int]]:
+    """(offset, payload length) of each block of an LZ4Block stream."""
+    out, at = [], 0
+    while at + LZ4_BLOCK_HEADER <= len(data):
+        comp_len = int.from_bytes(data[at + 9 : at + 13], "little")
+        out.append((at, comp_len))
+        at += LZ4_BLOCK_HEADER + comp_len
+    return out
+
+
+def _delta_cut(where: str) -> Callable[[Path], None]:
+    """Cut partition 0's newest delta (which the restart reads) inside its LZ4 end block (``end``: the 21-byte block
+    with both lengths 0 after the block that holds the -1 end marker) or in the middle of its last data block
+    (``data``); its Hadoop .crc and 4.1+ JSON checksum sidecars dropped."""
+
+    def apply(ckpt: Path) -> None:
+        path = _read_delta(ckpt)
+        data = path.read_bytes()
+        blocks = _lz4_blocks(data)
+        (end_at, end_len), (last_at, last_len) = blocks[-1], blocks[-2] if len(blocks) > 1 else (0, 0)
+        if end_len != 0 or last_len == 0 or end_at + LZ4_BLOCK_HEADER != len(data):
+            raise SkipCase(f"{path} does not end with a data block and an end block")
+        cut = end_at + LZ4_BLOCK_HEADER // 2 if where == "end" else last_at + LZ4_BLOCK_HEADER + last_len // 2
+        rewrite(path, data[:cut], drop_crc=True)
+        sidecar = path.with_name(path.name + ".crc")
+        if sidecar.exists():
+            sidecar.unlink()
+            if crc_of(sidecar).exists():
+                crc_of(sidecar).unlink()
+
+    return apply
+
+
 def _rocksdb_changelog_missing(ckpt: Path) -> None:
     """Delete a changelog newer than the newest zip of partition 0's store (deleting the newest zip first when
     it already covers the latest version, so that the changelog is needed)."""
@@ -1210,6 +1255,21 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # a delta cut short (damage hunt 5): lz4-java reads block by block and Spark stops reading at the -1 key size, so
+    # a cut inside the end block that follows is never read; a cut inside a data block is
+    DamageCase(
+        "state_delta_cut_in_end_block",
+        "agg_hdfs",
+        _delta_cut("end"),
+        "partition 0's newest delta (read at restart) cut inside its LZ4 end block, its .crc sidecars dropped",
+    ),
+    DamageCase(
+        "state_delta_cut_in_data_block",
+        "agg_hdfs",
+        _delta_cut("data"),
+        "partition 0's newest delta (read at restart) cut in the middle of its last LZ4 data block, its .crc "
+        "sidecars dropped",
+    ),
     # one operator's state directory deleted in a query with two (damage hunt 4: D01)
     DamageCase(
         "state_first_operator_deleted",
