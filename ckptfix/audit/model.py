@@ -25,8 +25,10 @@ class SparkError:
     def headline(self) -> str:
         name = (self.exception or "").rsplit(".", 1)[-1]
         cls = f"[{self.error_class}] " if self.error_class else ""
-        sep = ": " if name and (cls or self.message) else ""
-        return f"{name}{sep}{cls}{self.message}"
+        # an exception without a message (EOFException) is matched in Spark's text by its own name: said once
+        message = "" if name and self.message in (name, self.exception) else self.message
+        sep = ": " if name and (cls or message) else ""
+        return f"{name}{sep}{cls}{message}"
 
 
 @dataclass(frozen=True)

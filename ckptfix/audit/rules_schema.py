@@ -1,4 +1,10 @@
-"""State schema files that the restart reads through a recorded path.
+"""State schema files that the restart reads: every store's ``_metadata/schema`` in partition 0, and the files
+transformWithState's operator metadata names.
+
+Spark 3.5 and 4.x read partition 0's ``<store>/_metadata/schema`` (v1/v2) of every operator but transformWithState
+at the first batch of a restart, to compare it with the query's schemas (3.5: in the task of partition 0; 4.x: on the
+driver while planning): a file cut short fails with ``java.io.EOFException`` (no message) from ``readUTF`` (damage
+case schema_truncated, recorded on 3.5.9-4.2.1 and live on 4.3). Bytes after the value schema are never read.
 
 Spark 4.x's transformWithState operators record, in operator metadata v2
 (``state/<op>/_metadata/v2/<batch>``), the absolute paths of their schema files
@@ -12,10 +18,13 @@ silently reads its schema files.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
+from ckptfix import layout
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
+from ckptfix.checkpoint import OperatorDir
 from ckptfix.errors import CkptfixError, FormatError
 from ckptfix.formats import opmeta
 from ckptfix.formats import schema as schema_format
@@ -45,11 +54,15 @@ TWS_METADATA_MISSING = define(
 SCHEMA_FILE_BAD = define(
     "STATE-SCHEMA-FILE-UNREADABLE",
     "error",
-    "A state schema file the operator metadata names is missing or unreadable",
-    "transformWithState reads the schema files (v3, state/<op>/_stateSchema/...) its operator metadata names at the "
-    "first batch: a missing one fails with FileNotFoundException, a damaged one with EOFException or a JSON error "
-    "(seen on 4.3).",
-    "Restore the schema file from a backup.",
+    "A state schema file the restart reads is missing or unreadable",
+    "At the first batch of a restart Spark reads partition 0's store schema files (state/<op>/0/<store>/_metadata/"
+    "schema, v1/v2) of every operator but transformWithState, and the schema files (v3, state/<op>/_stateSchema/...) "
+    "a transformWithState operator's metadata names (not the older ones it no longer names). A damaged one fails: cut "
+    "short, with EOFException (recorded on 3.5.9-4.2.1 and 4.3), otherwise with a JSON error; a v3 file the metadata "
+    "names and that is missing, with FileNotFoundException (seen on 4.3). A missing v1/v2 file is written again.",
+    "Restore the schema file from a backup. A v1/v2 file (state/<op>/0/<store>/_metadata/schema) may also be moved "
+    "out of the checkpoint with its .schema.crc: Spark then writes the query's schemas there, without comparing them "
+    "with the state's (make sure the query is unchanged).",
 )
 
 
@@ -84,11 +97,51 @@ def _exists_elsewhere(ctx: AuditContext, value: str) -> bool | None:
         return None
 
 
+def unreadable_error(exc: FormatError, rel: str) -> SparkError:
+    """What Spark raises reading a schema file that does not parse: ``readUTF``/``readInt`` past its end throw an
+    EOFException without a message (recorded); other damage fails in Spark's JSON parsing (class not recorded)."""
+    if exc.kind in ("truncated", "empty"):
+        return SparkError("java.io.EOFException", None, "java.io.EOFException")  # Spark's has no message
+    return SparkError(None, None, rel.rsplit("/", 1)[-1])
+
+
+def _unreadable(ctx: AuditContext, rel: str, data: bytes, why: str) -> Iterator[Finding]:
+    """The finding for a schema file the restart reads (``rel``, checkpoint-relative), when it does not parse."""
+    ck = ctx.ckpt
+    try:
+        schema_format.parse(data, ck.display(rel))
+    except FormatError as exc:
+        evidence = [Evidence(ck.display(rel), exc.offset, exc.expected, exc.found)]
+        if exc.kind == "trailing-bytes":  # Spark reads the schemas and stops: what follows is never read
+            yield SCHEMA_FILE_BAD.finding(
+                f"{rel} has {exc.found} after its schemas: Spark reads the schemas and stops, it never reads them",
+                evidence,
+                severity="warning",
+            )
+            return
+        yield SCHEMA_FILE_BAD.finding(
+            f"{rel} cannot be read: expected {exc.expected}, found {exc.found}; {why}",
+            evidence,
+            spark_error=replace(unreadable_error(exc, rel), batch=ctx.next_batch),
+            stage=63,
+        )
+
+
+def _store_schemas(ctx: AuditContext, op: OperatorDir) -> Iterator[Finding]:
+    """Partition 0's ``<store>/_metadata/schema`` of the stores Spark opens (v1/v2: not transformWithState)."""
+    for name, store in sorted(op.partitions.get(0, {}).items()):
+        if store.schema is not None and name in layout.SPARK_STORES:
+            why = "Spark reads it at the first batch to check the query's schemas"
+            yield from _unreadable(ctx, store.schema, ctx.ckpt.read(store.schema), why)
+
+
 @check
 def schema_files(ctx: AuditContext) -> Iterator[Finding]:
     ck = ctx.ckpt
     roots = uri_forms(ck.location.url)
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
+        if not op.state_schema:
+            yield from _store_schemas(ctx, op)
         if not op.metadata_v2:
             if op.state_schema and ctx.target.at_least(4, 0):  # schema v3 files: transformWithState's
                 where = f"state/{op.operator}/_metadata"
@@ -149,14 +202,4 @@ def _inner_schema(ctx: AuditContext, op: int, meta_rel: str, inner: str) -> Iter
             stage=63,
         )
         return
-    try:
-        schema_format.parse(data, ck.display(inner))
-    except FormatError as exc:
-        yield SCHEMA_FILE_BAD.finding(
-            f"{inner} cannot be read: expected {exc.expected}, found {exc.found}",
-            [Evidence(ck.display(inner), exc.offset, exc.expected, exc.found)],
-            spark_error=SparkError("java.io.EOFException", None, "")  # Spark's has no message
-            if exc.kind in ("truncated", "empty")
-            else SparkError(None, None, inner.rsplit("/", 1)[-1]),
-            stage=63,
-        )
+    yield from _unreadable(ctx, inner, data, f"operator {op}'s metadata ({meta_rel}) names it")

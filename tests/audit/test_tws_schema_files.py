@@ -80,3 +80,16 @@ def test_a_truncated_schema_file_fails_with_eof(tmp_path: Path) -> None:
     assert report.verdict.blocking_rule == "STATE-SCHEMA-FILE-UNREADABLE"
     assert report.verdict.exception == "java.io.EOFException"
     assert report.verdict.error is not None and report.verdict.error.headline == "EOFException"
+
+
+def test_bytes_after_the_schemas_are_not_read(tmp_path: Path) -> None:
+    """Spark's SchemaV3Reader reads the column families the file counts and stops (javap of 4.3.0), as its v1/v2
+    readers do (damage case schema_garbage_appended, recorded): what follows is a warning, not a failure."""
+    ckpt = relocated(tmp_path)
+    path = schema_file(ckpt)
+    path.write_bytes(path.read_bytes() + b"\x00\x07garbage")
+    (path.parent / f".{path.name}.crc").unlink(missing_ok=True)
+    report = audit(str(ckpt))
+    assert report.verdict.restarts is True
+    (finding,) = [f for f in report.findings if f.rule_id == "STATE-SCHEMA-FILE-UNREADABLE"]
+    assert finding.severity == "warning" and "9 more bytes" in finding.message

@@ -721,6 +721,31 @@ def _delta_cut(where: str) -> Callable[[Path], None]:
     return apply
 
 
+def _schema_cut_copy_in_partition_1(ckpt: Path) -> None:
+    """A copy of partition 0's schema file, cut to half its bytes, as state/0/1/_metadata/schema (Spark writes and
+    reads the schema file of partition 0 only)."""
+    src, dest = ckpt / "state/0/0/_metadata/schema", ckpt / "state/0/1/_metadata/schema"
+    if not src.exists() or dest.exists() or not dest.parent.parent.is_dir():
+        raise SkipCase("no state/0/0/_metadata/schema, no partition 1, or partition 1 has a schema file")
+    dest.parent.mkdir()
+    data = src.read_bytes()
+    dest.write_bytes(data[: len(data) // 2])
+
+
+def _schema_damaged(rel: str, damage: str) -> Callable[[Path], None]:
+    """Cut a state schema file to half its bytes (``cut``) or append bytes after its schemas (``appended``), its
+    .crc dropped."""
+
+    def apply(ckpt: Path) -> None:
+        path = ckpt / rel
+        if not path.exists():
+            raise SkipCase(f"no {rel}")
+        data = path.read_bytes()
+        rewrite(path, data[: len(data) // 2] if damage == "cut" else data + b"\x00\x07garbage", drop_crc=True)
+
+    return apply
+
+
 def _rocksdb_changelog_missing(ckpt: Path) -> None:
     """Delete a changelog newer than the newest zip of partition 0's store (deleting the newest zip first when
     it already covers the latest version, so that the changelog is needed)."""
@@ -1269,6 +1294,25 @@ _CASES = [
         _delta_cut("data"),
         "partition 0's newest delta (read at restart) cut in the middle of its last LZ4 data block, its .crc "
         "sidecars dropped",
+    ),
+    # a store's schema file cut short (damage hunt 5): the restart reads partition 0's schema files
+    DamageCase(
+        "schema_truncated",
+        "agg_hdfs",
+        _schema_damaged("state/0/0/_metadata/schema", "cut"),
+        "state/0/0/_metadata/schema cut to half its bytes, its .crc dropped",
+    ),
+    DamageCase(
+        "schema_truncated_in_partition_1",
+        "agg_hdfs",
+        _schema_cut_copy_in_partition_1,
+        "a copy of state/0/0/_metadata/schema cut to half its bytes written as state/0/1/_metadata/schema (not read)",
+    ),
+    DamageCase(
+        "schema_garbage_appended",
+        "agg_hdfs",
+        _schema_damaged("state/0/0/_metadata/schema", "appended"),
+        "9 bytes appended to state/0/0/_metadata/schema after its schemas, its .crc dropped (never read)",
     ),
     # one operator's state directory deleted in a query with two (damage hunt 4: D01)
     DamageCase(
