@@ -190,6 +190,14 @@ def _corrupt_error(fp: FileProblem) -> SparkError:
     return SparkError("java.io.EOFException", None, "EOFException")
 
 
+class LineageUnreadable(FormatError):
+    """A format v2 changelog whose lineage Spark cannot read, with what Spark raises (:meth:`StoreCheck.lineage`)."""
+
+    def __init__(self, exc: FormatError, spark_error: SparkError) -> None:
+        super().__init__(exc.path, exc.offset, exc.expected, exc.found, kind=exc.kind)
+        self.spark_error = spark_error
+
+
 class StoreCheck:
     """Decides whether one store can load version N, from the store model's chain (:mod:`ckptfix.stores.chain`)
     and file facts (:mod:`ckptfix.stores.verify`), the ones ``state ls`` reads too; reads only the chain's files."""
@@ -445,8 +453,45 @@ class StoreCheck:
             return None
 
     def lineage(self, rel: str) -> statefile.ChangelogHeader:
-        raw = codec.decompress(self.codec, self.ctx.ckpt.read(rel), self.display(rel))
-        return statefile.parse_changelog_header(raw, self.display(rel))
+        """The lineage Spark reads at the head of a format v2 changelog, through the codec's stream as its reader
+        meets it (javap of 4.2.1's StateStoreChangelogReaderFactory.readVersion; recorded on 4.0.5-4.2.1, damage
+        cases v2_newest_changelog_*): an EOFException, UTFDataFormatException or NumberFormatException reading
+        the version string makes the file a V1 changelog, which has no lineage (an AssertionError in
+        readLineage); any other codec damage in the blocks holding the header fails the read as it is. Damage in
+        later blocks surfaces when the records are read (the chain's step check)."""
+        display = self.display(rel)
+        chunks: list[bytes] = []
+        failure: FormatError | None = None
+        try:
+            for chunk in codec.iter_decompressed(self.codec, self.ctx.ckpt.read(rel), display):
+                chunks.append(chunk)
+        except FormatError as exc:
+            if exc.kind in verify.UNVERIFIABLE:
+                raise
+            failure = exc
+        raw = b"".join(chunks)
+        eof = failure is None or failure.kind in ("truncated", "empty")
+        complete = statefile.changelog_header_end(raw)
+
+        def wrapped(message: str) -> SparkError:  # the load wraps it (4.0.5-4.2.1: always UNCATEGORIZED)
+            return SparkError("org.apache.spark.SparkException", "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", message)
+
+        if complete is None and not eof:  # the block holding the header does not decompress
+            assert failure is not None
+            raise LineageUnreadable(failure, wrapped(E.corrupt_stream("corrupt").message))
+        header = statefile.parse_changelog_header(raw, display) if complete is not None else None
+        if header is None and statefile.changelog_version_read(raw):
+            # the version string was read; the lineage after it runs out in readLineage: lz4-java's EOFException
+            # in a cut stream, DataInputStream's at the end of a whole one
+            cut = failure if failure is not None else FormatError(display, len(raw), "the lineage", "the end")
+            raise LineageUnreadable(cut, wrapped("Stream ended prematurely" if failure is not None else "EOF"))
+        if header is None or header.lineage is None:
+            found = "a V1 changelog (no lineage)" if failure is None else f"{failure.found} in its header"
+            raise LineageUnreadable(
+                FormatError(display, 0, "a V3/V4 changelog header with the lineage", found, kind="no-lineage"),
+                wrapped("readLineage should only be invoked with state store checkpoint id enabled"),
+            )
+        return header
 
     def chain_v2(self, uid: str) -> Problem | None:
         """Checkpoint format v2: the commit log names version N's unique id; its zip, or the lineage its
@@ -481,6 +526,14 @@ class StoreCheck:
             if exc.kind in verify.UNVERIFIABLE:
                 self.skipped.append(f"{top}: expected {exc.expected}, found {exc.found}")
                 return None
+            if isinstance(exc, LineageUnreadable):
+                return Problem(
+                    FILE_CORRUPT.id,
+                    f"{exc.path.removeprefix(self.ctx.ckpt.display(''))} is unreadable ({exc.expected}, found "
+                    f"{exc.found}): Spark cannot read the lineage at its head",
+                    (Evidence(exc.path, exc.offset, exc.expected, exc.found),),
+                    exc.spark_error,
+                )
             if exc.kind != "missing-file":
                 return Problem(
                     FILE_CORRUPT.id,

@@ -127,6 +127,25 @@ def parse_changelog_header(raw: bytes, path: str = "<changelog>") -> ChangelogHe
     return ChangelogHeader(version, tuple(lineage), end)
 
 
+def changelog_version_read(raw: bytes) -> bool:
+    """Whether ``raw`` holds the whole first UTF string (the version Spark's reader reads first)."""
+    return len(raw) >= U16.size and U16.size + U16.unpack_from(raw, 0)[0] <= len(raw)
+
+
+def changelog_header_end(raw: bytes) -> int | None:
+    """Where a changelog's header ends (0 for V1: none), or None when ``raw`` (the bytes decompressed so far)
+    ends inside it: the version string, or a V3/V4 lineage string."""
+    if not changelog_version_read(raw):
+        return None
+    version = _sniff_version(raw)
+    if version is None or version == 1 or version not in LINEAGE_VERSIONS:
+        return 0 if version in (None, 1) else U16.size + U16.unpack_from(raw, 0)[0]
+    pos = U16.size + U16.unpack_from(raw, 0)[0]
+    if len(raw) < pos + U16.size or pos + U16.size + U16.unpack_from(raw, pos)[0] > len(raw):
+        return None
+    return pos + U16.size + U16.unpack_from(raw, pos)[0]
+
+
 def _sniff_version(raw: bytes) -> int | None:
     if len(raw) < U16.size:
         return None

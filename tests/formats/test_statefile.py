@@ -118,6 +118,27 @@ def test_changelog_v3_lineage(version: int) -> None:
     assert as_counts(list(statefile.iter_records(data, rel, "changelog")), prefix=1) == DELTAS[version]
 
 
+@pytest.mark.parametrize("subdir,version", [("rocksdb_v2", 2), ("tws_v2", 2), ("rocksdb_v2", 1)])
+def test_changelog_header_end_on_every_prefix(subdir: str, version: int) -> None:
+    """Spark's reader meets the header first: the end :func:`changelog_header_end` gives is where the lineage
+    string of a real 4.x V3/V4 changelog ends; every shorter prefix ends inside it (None), every longer one not."""
+    glob = f"{subdir}/{STORE}/{version}_*.changelog"
+    data = raw(one(glob))
+    header = statefile.parse_changelog_header(data)
+    (n,) = struct.unpack_from(">H", data, 0)
+    (m,) = struct.unpack_from(">H", data, 2 + n)
+    end = 2 + n + 2 + m  # version UTF, then the lineage UTF (Java's writeUTF: a 2-byte length, then the bytes)
+    assert header.lineage is not None and statefile.changelog_header_end(data) == end
+    assert all(statefile.changelog_header_end(data[:cut]) is None for cut in range(end))
+    assert statefile.changelog_header_end(data[:end]) == end
+    assert statefile.changelog_version_read(data[: 2 + n]) and not statefile.changelog_version_read(data[: 1 + n])
+
+
+def test_changelog_header_end_v1() -> None:
+    """No version string (Spark reads such a file as V1 from byte 0): the header is empty."""
+    assert statefile.changelog_header_end(b"\x00\x02x0" + b"\xff" * 4) == 0
+
+
 def tws_summary(data: bytes) -> tuple[dict[str, int], dict[str, int], list[tuple[Op, int, str]]]:
     """(cnt per key, list-row-counter per key, [(op, cf, key)]) of a TWS changelog."""
     cnt: dict[str, int] = {}

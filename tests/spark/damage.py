@@ -315,6 +315,43 @@ def _v2_newest_zip(damage: str) -> Callable[[Path], None]:
     return apply
 
 
+def _v2_newest_changelog(damage: str) -> Callable[[Path], None]:
+    """Checkpoint format v2: partition 0's newest changelog (``<v>_<uid>.changelog``, the one the commit log names
+    last) damaged: one byte flipped in its middle (``flipped``: its Hadoop .crc dropped, and its 4.2+ file
+    checksum ``<name>.crc`` too; ``flipped_checksum_kept``: that checksum kept), or cut to half its size
+    (``truncated``, both sidecars dropped)."""
+
+    def apply(ckpt: Path) -> None:
+        part = state_partitions(ckpt)[0]
+        logs = sorted(
+            (int(m.group(1)), p)
+            for p in part.iterdir()
+            if (m := re.fullmatch(r"([0-9]+)_[0-9a-f-]+\.changelog", p.name))
+        )
+        if not logs:
+            raise SkipCase("no v2 changelog in partition 0")
+        newest = max(v for v, _ in logs)
+        paths = [p for v, p in logs if v == newest]
+        if len(paths) != 1:  # two attempts wrote this version: which one the lineage names is not ours to guess
+            uid = json.loads((ckpt / "commits" / str(newest - 1)).read_text().split("\n")[1])
+            ids = uid.get("stateUniqueIds", {}).get("0", [[]])[0]
+            paths = [p for p in paths if any(i in p.name for i in ids)]
+        if len(paths) != 1:
+            raise SkipCase("cannot tell which changelog of the newest version the commit log names")
+        path = paths[0]
+        data = path.read_bytes()
+        if damage == "truncated":
+            rewrite(path, data[: len(data) // 2], drop_crc=True)
+        else:
+            flipped = bytearray(data)
+            flipped[len(flipped) // 2] ^= 0xFF
+            rewrite(path, bytes(flipped), drop_crc=True)
+        if damage != "flipped_checksum_kept":
+            (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
+
+    return apply
+
+
 def _relabel(log: str, header: str) -> Callable[[Path], None]:
     def apply(ckpt: Path) -> None:
         path = latest_file(ckpt, log)
@@ -676,6 +713,17 @@ def _state_snapshot_corrupt(ckpt: Path) -> None:
         raise SkipCase("the base checkpoint has no non-empty HDFS snapshot")
 
 
+def _schema_cut_copy_in_partition_1(ckpt: Path) -> None:
+    """A copy of partition 0's schema file, cut to half its bytes, as state/0/1/_metadata/schema (Spark writes and
+    reads the schema file of partition 0 only)."""
+    src, dest = ckpt / "state/0/0/_metadata/schema", ckpt / "state/0/1/_metadata/schema"
+    if not src.exists() or dest.exists() or not dest.parent.parent.is_dir():
+        raise SkipCase("no state/0/0/_metadata/schema, no partition 1, or partition 1 has a schema file")
+    dest.parent.mkdir()
+    data = src.read_bytes()
+    dest.write_bytes(data[: len(data) // 2])
+
+
 def _read_delta(ckpt: Path) -> Path:
     """Partition 0's newest delta when the restart reads it (its version has no snapshot), an LZ4Block stream."""
     part = state_partitions(ckpt)[0]
@@ -719,17 +767,6 @@ def _delta_cut(where: str) -> Callable[[Path], None]:
                 crc_of(sidecar).unlink()
 
     return apply
-
-
-def _schema_cut_copy_in_partition_1(ckpt: Path) -> None:
-    """A copy of partition 0's schema file, cut to half its bytes, as state/0/1/_metadata/schema (Spark writes and
-    reads the schema file of partition 0 only)."""
-    src, dest = ckpt / "state/0/0/_metadata/schema", ckpt / "state/0/1/_metadata/schema"
-    if not src.exists() or dest.exists() or not dest.parent.parent.is_dir():
-        raise SkipCase("no state/0/0/_metadata/schema, no partition 1, or partition 1 has a schema file")
-    dest.parent.mkdir()
-    data = src.read_bytes()
-    dest.write_bytes(data[: len(data) // 2])
 
 
 def _schema_damaged(rel: str, damage: str) -> Callable[[Path], None]:
@@ -1280,6 +1317,21 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # one operator's state directory deleted in a query with two (damage hunt 4: D01)
+    DamageCase(
+        "state_first_operator_deleted",
+        "dedup_agg",
+        _operator_deleted("first"),
+        "dropDuplicates then an aggregation: state/0 deleted, state/1 kept",
+    ),
+    DamageCase(
+        "state_last_operator_deleted",
+        "dedup_agg",
+        _operator_deleted("last"),
+        "dropDuplicates then an aggregation: state/1 deleted, state/0 kept; the audit is told the query (the "
+        "directory of the highest operator id leaves no gap in the files)",
+        query=_dedup_agg_query,
+    ),
     # a delta cut short (damage hunt 5): lz4-java reads block by block and Spark stops reading at the -1 key size, so
     # a cut inside the end block that follows is never read; a cut inside a data block is
     DamageCase(
@@ -1314,21 +1366,6 @@ _CASES = [
         _schema_damaged("state/0/0/_metadata/schema", "appended"),
         "9 bytes appended to state/0/0/_metadata/schema after its schemas, its .crc dropped (never read)",
     ),
-    # one operator's state directory deleted in a query with two (damage hunt 4: D01)
-    DamageCase(
-        "state_first_operator_deleted",
-        "dedup_agg",
-        _operator_deleted("first"),
-        "dropDuplicates then an aggregation: state/0 deleted, state/1 kept",
-    ),
-    DamageCase(
-        "state_last_operator_deleted",
-        "dedup_agg",
-        _operator_deleted("last"),
-        "dropDuplicates then an aggregation: state/1 deleted, state/0 kept; the audit is told the query (the "
-        "directory of the highest operator id leaves no gap in the files)",
-        query=_dedup_agg_query,
-    ),
     # operator metadata and schema files (damage hunt 4, 2026-11-27: J05/D03, J01, J26 on 4.3)
     # checkpoint format v2: 4.2+ auto snapshot repair loads an older zip through the changelogs' lineages (damage
     # hunt 4, V07/V08/V25/T12 on 4.3)
@@ -1337,6 +1374,30 @@ _CASES = [
         "agg_v2",
         _v2_newest_zip("flipped"),
         "format v2: a byte flipped in partition 0's newest zip, its .crc sidecars dropped",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    # format v2: the newest changelog damaged (damage hunt 4, V06 V09)
+    DamageCase(
+        "v2_newest_changelog_flipped",
+        "agg_v2",
+        _v2_newest_changelog("flipped"),
+        "format v2: one byte flipped in the middle of partition 0's newest changelog (Hadoop .crc and 4.2+ file "
+        "checksum dropped)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_changelog_flipped_checksum_kept",
+        "agg_v2",
+        _v2_newest_changelog("flipped_checksum_kept"),
+        "format v2: one byte flipped in the middle of partition 0's newest changelog (Hadoop .crc dropped, 4.2+ "
+        "file checksum kept)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_changelog_truncated",
+        "agg_v2",
+        _v2_newest_changelog("truncated"),
+        "format v2: partition 0's newest changelog cut to half its size (both sidecars dropped)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     DamageCase(
@@ -1382,6 +1443,50 @@ _CASES = [
         _drop_latest_conf("spark.sql.streaming.aggregation.stateFormatVersion"),
         "spark.sql.streaming.aggregation.stateFormatVersion removed from offsets/L's conf, RocksDB with changelogs "
         "(.crc dropped)",
+    ),
+    # the state format conf of offsets/L edited to 1, or removed (-> the legacy default 1), against state written in
+    # format 2 (damage hunt 4: D08, J18, X04, Y04, A02, A03)
+    DamageCase(
+        "offset_latest_agg_format_set_1",
+        "agg_hdfs",
+        _set_latest_conf("spark.sql.streaming.aggregation.stateFormatVersion", "1"),
+        "spark.sql.streaming.aggregation.stateFormatVersion set to 1 in offsets/L's conf (.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_join_format_dropped",
+        "join",
+        _drop_latest_conf("spark.sql.streaming.join.stateFormatVersion"),
+        "inner stream-stream join: spark.sql.streaming.join.stateFormatVersion removed from offsets/L's conf "
+        "(.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_join_format_set_1",
+        "join",
+        _set_latest_conf("spark.sql.streaming.join.stateFormatVersion", "1"),
+        "inner stream-stream join: spark.sql.streaming.join.stateFormatVersion set to 1 in offsets/L's conf "
+        "(.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_left_join_format_set_1",
+        "join_left",
+        _set_latest_conf("spark.sql.streaming.join.stateFormatVersion", "1"),
+        "left outer stream-stream join: spark.sql.streaming.join.stateFormatVersion set to 1 in offsets/L's conf "
+        "(.crc dropped); the audit is told the join type (the files do not say it)",
+        query=_left_outer_join_query,
+    ),
+    DamageCase(
+        "offset_latest_fmgws_format_dropped",
+        "pandas_state",
+        _drop_latest_conf("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"),
+        "applyInPandasWithState: spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion removed from "
+        "offsets/L's conf (.crc dropped)",
+    ),
+    DamageCase(
+        "offset_latest_fmgws_format_set_1",
+        "pandas_state",
+        _set_latest_conf("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion", "1"),
+        "applyInPandasWithState: spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion set to 1 in "
+        "offsets/L's conf (.crc dropped)",
     ),
     DamageCase(
         "rocksdb_zip_flipped_byte",
@@ -1490,50 +1595,6 @@ _CASES = [
         "agg_rocksdb_cl",
         _rocksdb_zip_truncated,
         "partition 0's newest zip cut to half (changelogs kept)",
-    ),
-    # the state format conf of offsets/L edited to 1, or removed (-> the legacy default 1), against state written in
-    # format 2 (damage hunt 4: D08, J18, X04, Y04, A02, A03)
-    DamageCase(
-        "offset_latest_agg_format_set_1",
-        "agg_hdfs",
-        _set_latest_conf("spark.sql.streaming.aggregation.stateFormatVersion", "1"),
-        "spark.sql.streaming.aggregation.stateFormatVersion set to 1 in offsets/L's conf (.crc dropped)",
-    ),
-    DamageCase(
-        "offset_latest_join_format_dropped",
-        "join",
-        _drop_latest_conf("spark.sql.streaming.join.stateFormatVersion"),
-        "inner stream-stream join: spark.sql.streaming.join.stateFormatVersion removed from offsets/L's conf "
-        "(.crc dropped)",
-    ),
-    DamageCase(
-        "offset_latest_join_format_set_1",
-        "join",
-        _set_latest_conf("spark.sql.streaming.join.stateFormatVersion", "1"),
-        "inner stream-stream join: spark.sql.streaming.join.stateFormatVersion set to 1 in offsets/L's conf "
-        "(.crc dropped)",
-    ),
-    DamageCase(
-        "offset_latest_left_join_format_set_1",
-        "join_left",
-        _set_latest_conf("spark.sql.streaming.join.stateFormatVersion", "1"),
-        "left outer stream-stream join: spark.sql.streaming.join.stateFormatVersion set to 1 in offsets/L's conf "
-        "(.crc dropped); the audit is told the join type (the files do not say it)",
-        query=_left_outer_join_query,
-    ),
-    DamageCase(
-        "offset_latest_fmgws_format_dropped",
-        "pandas_state",
-        _drop_latest_conf("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"),
-        "applyInPandasWithState: spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion removed from "
-        "offsets/L's conf (.crc dropped)",
-    ),
-    DamageCase(
-        "offset_latest_fmgws_format_set_1",
-        "pandas_state",
-        _set_latest_conf("spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion", "1"),
-        "applyInPandasWithState: spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion set to 1 in "
-        "offsets/L's conf (.crc dropped)",
     ),
     DamageCase(
         "state_schema_missing",
