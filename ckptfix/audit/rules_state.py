@@ -190,12 +190,14 @@ def _corrupt_error(fp: FileProblem) -> SparkError:
     return SparkError("java.io.EOFException", None, "EOFException")
 
 
-class LineageUnreadable(FormatError):
-    """A format v2 changelog whose lineage Spark cannot read, with what Spark raises (:meth:`StoreCheck.lineage`)."""
-
-    def __init__(self, exc: FormatError, spark_error: SparkError) -> None:
-        super().__init__(exc.path, exc.offset, exc.expected, exc.found, kind=exc.kind)
-        self.spark_error = spark_error
+#: what Spark raises when it cannot read the lineage at the head of a format v2 changelog, by the kind of the
+#: FormatError :meth:`StoreCheck.lineage` raises (the load wraps each: 4.0.5-4.2.1 always UNCATEGORIZED)
+LINEAGE_ERRORS = {
+    "lineage-corrupt": "Stream is corrupted",
+    "lineage-cut": "Stream ended prematurely",
+    "lineage-eof": "EOFException",
+    "no-lineage": "readLineage should only be invoked with state store checkpoint id enabled",
+}
 
 
 class StoreCheck:
@@ -473,24 +475,22 @@ class StoreCheck:
         eof = failure is None or failure.kind in ("truncated", "empty")
         complete = statefile.changelog_header_end(raw)
 
-        def wrapped(message: str) -> SparkError:  # the load wraps it (4.0.5-4.2.1: always UNCATEGORIZED)
-            return SparkError("org.apache.spark.SparkException", "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED", message)
+        def unreadable(exc: FormatError, kind: str) -> FormatError:
+            return FormatError(exc.path, exc.offset, exc.expected, exc.found, kind=kind)
 
         if complete is None and not eof:  # the block holding the header does not decompress
             assert failure is not None
-            raise LineageUnreadable(failure, wrapped(E.corrupt_stream("corrupt").message))
+            raise unreadable(failure, "lineage-corrupt")
         header = statefile.parse_changelog_header(raw, display) if complete is not None else None
         if header is None and statefile.changelog_version_read(raw):
             # the version string was read; the lineage after it runs out in readLineage: lz4-java's EOFException
             # in a cut stream, DataInputStream's at the end of a whole one
-            cut = failure if failure is not None else FormatError(display, len(raw), "the lineage", "the end")
-            raise LineageUnreadable(cut, wrapped("Stream ended prematurely" if failure is not None else "EOF"))
+            if failure is not None:
+                raise unreadable(failure, "lineage-cut")
+            raise FormatError(display, len(raw), "the lineage string", "the end of the file", kind="lineage-eof")
         if header is None or header.lineage is None:
             found = "a V1 changelog (no lineage)" if failure is None else f"{failure.found} in its header"
-            raise LineageUnreadable(
-                FormatError(display, 0, "a V3/V4 changelog header with the lineage", found, kind="no-lineage"),
-                wrapped("readLineage should only be invoked with state store checkpoint id enabled"),
-            )
+            raise FormatError(display, 0, "a V3/V4 changelog header with the lineage", found, kind="no-lineage")
         return header
 
     def chain_v2(self, uid: str) -> Problem | None:
@@ -526,13 +526,17 @@ class StoreCheck:
             if exc.kind in verify.UNVERIFIABLE:
                 self.skipped.append(f"{top}: expected {exc.expected}, found {exc.found}")
                 return None
-            if isinstance(exc, LineageUnreadable):
+            if exc.kind in LINEAGE_ERRORS:
                 return Problem(
                     FILE_CORRUPT.id,
-                    f"{exc.path.removeprefix(self.ctx.ckpt.display(''))} is unreadable ({exc.expected}, found "
-                    f"{exc.found}): Spark cannot read the lineage at its head",
+                    f"{top} is unreadable ({exc.expected}, found {exc.found}): Spark cannot read the lineage at "
+                    "its head",
                     (Evidence(exc.path, exc.offset, exc.expected, exc.found),),
-                    exc.spark_error,
+                    SparkError(
+                        "org.apache.spark.SparkException",
+                        "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED",
+                        LINEAGE_ERRORS[exc.kind],
+                    ),
                 )
             if exc.kind != "missing-file":
                 return Problem(

@@ -400,9 +400,12 @@ def csv_line_maker(columns: list[str], schemas: Mapping[str, u.DataType]) -> Any
 
 
 def _csv_text(cells: list[str]) -> str:
+    """One CSV line ending in ``\n``. Written with ``\r\n`` as the terminator, then cut to ``\n``: Python's
+    writer quotes a cell only for the characters of its terminator, and a bare ``\r`` in an unquoted cell
+    breaks every CSV reader (RFC 4180 quotes both)."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(cells)
-    return buf.getvalue()
+    csv.writer(buf, lineterminator="\r\n").writerow(cells)
+    return buf.getvalue()[:-2] + "\n"
 
 
 def write_csv(
