@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
-from ckptfix.audit.model import Evidence, Finding
+from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats import hadoopcrc
+from ckptfix.formats import metadata as metadata_format
 from ckptfix.stores.chain import FORMAT_VERSION_CONF
 
 META_MISSING = define(
@@ -266,12 +267,23 @@ def metadata_file(ctx: AuditContext) -> Iterator[Finding]:
             )
         return
     try:
-        ck.query_metadata()
+        meta = ck.query_metadata()
     except FormatError as exc:
         yield META_UNREADABLE.finding(
             f"metadata cannot be read: expected {exc.expected}, found {exc.found}",
             [Evidence(ck.display(layout.METADATA), exc.offset, exc.expected, exc.found)],
             spark_error=E.metadata_error(ctx.target, exc),
+            stage=10,
+        )
+        return
+    bad_id = metadata_format.java_uuid_error(meta.id)
+    if bad_id is not None:
+        expected = "a query id Java parses as a UUID (8-4-4-4-12 hex digits)"
+        yield META_UNREADABLE.finding(
+            f"metadata's id {meta.id!r} is not a UUID: Spark parses it with java.util.UUID.fromString when the "
+            "query starts, and start() fails",
+            [Evidence(ck.display(layout.METADATA), expected=expected, found=repr(meta.id))],
+            spark_error=SparkError(bad_id[0], None, bad_id[1]),
             stage=10,
         )
 

@@ -10,9 +10,9 @@ lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
@@ -22,14 +22,12 @@ from ckptfix.audit.registry import RULES, check, define
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import codec, opmeta, statefile
-from ckptfix.formats import schema as schema_format
-from ckptfix.state.schemas import name_contradiction
+from ckptfix.state.schemas import name_contradiction, recorded_partitions
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
 from ckptfix.stores import verify
 from ckptfix.stores.verify import FileProblem
 
-SHUFFLE = "spark.sql.shuffle.partitions"
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
 
 CHAIN = define(
@@ -645,51 +643,13 @@ def state_v2_ids(ctx: AuditContext) -> Iterator[Finding]:
     )
 
 
-#: the state schema of StreamingGlobalLimitExec (key: one NullType field, value: the count so far)
-GLOBAL_LIMIT_SCHEMA = ({"key": "void"}, {"value": "long"})
-
-
-def _global_limit(ctx: AuditContext, op: OperatorDir, name: str | None) -> bool:
-    """A streaming global limit runs in one task (AllTuples): only partition 0 holds and loads state, whatever
-    the shuffle partitions and its operator metadata's numPartitions say (PySpark 4.3.0 writes state/0/0 only
-    and restarts it). 4.x names the operator in its metadata; 3.5 only writes the schema."""
-    if name is not None:
-        return name == "globalLimit"
-    store = op.partitions.get(0, {}).get("default")
-    if store is None or store.schema is None:
-        return False
-    try:
-        parsed = schema_format.parse(ctx.ckpt.read(store.schema), ctx.ckpt.display(store.schema))
-    except (FormatError, OSError):
-        return False
-    if isinstance(parsed, schema_format.SchemaV3):
-        return False
-
-    def shape(s: dict[str, Any]) -> dict[Any, Any]:
-        fields = s.get("fields") if isinstance(s, dict) else None
-        return {f.get("name"): f.get("type") for f in fields or [] if isinstance(f, dict)}
-
-    return (shape(parsed.key_schema), shape(parsed.value_schema)) == GLOBAL_LIMIT_SCHEMA
-
-
 def _expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None, list[str]]:
     ck = ctx.ckpt
     stores: list[str] = []
-    n: int | None = None
-    name: str | None = None
     if op.metadata_v1:
-        try:
-            meta = opmeta.parse(ck.read(op.metadata_v1), ck.display(op.metadata_v1))
-            stores = [s.store_name for s in meta.stores]
-            n = max((s.num_partitions for s in meta.stores), default=None)
-            name = meta.operator_name
-        except FormatError:
-            pass
-    raw = ctx.conf.get(SHUFFLE)
-    if raw is not None and raw.isdigit():
-        n = int(raw)
-    if _global_limit(ctx, op, name):
-        n = 1
+        with contextlib.suppress(FormatError):
+            stores = [s.store_name for s in opmeta.parse(ck.read(op.metadata_v1), ck.display(op.metadata_v1)).stores]
+    n = recorded_partitions(ck, op, ctx.conf)
     # the stores Spark opens are fixed in code: a name the metadata holds but Spark never opens (an edit) is not
     # looked for (hunt 4, J04/J24/A08: Spark restarted), and a join opens its four stores whatever it lists
     stores = [s for s in stores if s in layout.SPARK_STORES]

@@ -36,6 +36,39 @@ def parse(data: bytes, path: str = "<metadata>") -> StreamMetadata:
     return StreamMetadata(qid, {k: v for k, v in obj.items() if k != "id"})
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def java_uuid_error(name: str) -> tuple[str, str] | None:
+    """What ``java.util.UUID.fromString(name)`` throws (Java 17; Spark's StreamExecution parses the id with it
+    when the query starts), as (exception class, message), or None when it accepts ``name``: the 8-4-4-4-12 hex
+    form in either case, or the lenient form of five dash-separated hex numbers (at most 36 characters, each
+    number parsed as a signed hex long). Recorded on 3.5.9-4.3: "Invalid UUID string: not-a-uuid", 'Error at
+    index 0 in: "zzzzzzzz"'."""
+    iae, nfe = "java.lang.IllegalArgumentException", "java.lang.NumberFormatException"
+    dashes = (8, 13, 18, 23)
+    canonical = len(name) == 36 and all(name[i] == "-" for i in dashes)
+    if canonical and all(c in _HEX for i, c in enumerate(name) if i not in dashes):
+        return None
+    if len(name) > 36:
+        return iae, "UUID string too large"
+    parts = name.split("-")
+    if len(parts) != 5:
+        return iae, f"Invalid UUID string: {name}"
+    for part in parts:  # Long.parseLong(name, begin, end, 16)
+        if not part:
+            return nfe, "NumberFormatException"
+        digits = part[1:] if part[0] in "+-" else part
+        if not digits:
+            return nfe, f'Error at index {len(part)} in: "{part}"'
+        bad = next((i for i, c in enumerate(digits) if c not in _HEX), None)
+        if bad is not None:
+            return nfe, f'Error at index {bad + len(part) - len(digits)} in: "{part}"'
+        if int(part, 16) > 2**63 - 1 or int(part, 16) < -(2**63):
+            return nfe, f'in: "{part}"'
+    return None
+
+
 def dump(meta: StreamMetadata) -> bytes:
     obj: dict[str, Any] = {"id": meta.id}
     obj.update(meta.extra)

@@ -15,6 +15,7 @@ from typing import Any
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
 from ckptfix.state.read import select, store_chain
+from ckptfix.state.schemas import recorded_partitions
 from ckptfix.stores import chain as chains
 from ckptfix.stores import rocks, verify
 
@@ -126,16 +127,24 @@ def list_state(
                 )
                 or 1
             )
-        sel = select(ckpt, store_name="default", **_probe(ckpt, op_id), **kwargs)
+        sel = select(ckpt, store_name="default", whole=False, **_probe(ckpt, op_id), **kwargs)
+        n = recorded_partitions(ckpt, op, sel.conf)
         status = OperatorStatus(
             op_id,
             sel.info.name,
             sel.provider,
             sel.info.stores,
-            len(op.partitions),
+            len(sel.partitions) if n is None else n,
             sorted(sel.info.column_families),
         )
-        for part in sorted(op.partitions):
+        for part in range(n) if n is not None else sorted(op.partitions):
+            if part not in op.partitions:  # Spark loads it at the restart and fails
+                status.partitions.append(
+                    StoreStatus(
+                        part, "default", [], [], latest, problem=f"{ckpt.display(f'{op.rel}/{part}')} is missing"
+                    )
+                )
+                continue
             for _name, store in sorted(op.partitions[part].items()):
                 status.partitions.append(_store_status(sel, store, verify))
         listing.operators.append(status)

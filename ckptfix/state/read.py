@@ -31,7 +31,7 @@ from ckptfix.formats.unsaferow import (
     StructType,
 )
 from ckptfix.state.decode import Decoder, bulk_decodable, column_family_of, decode_columns, decode_pair, plain_rows
-from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, store_schema
+from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, recorded_partitions, store_schema
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
 from ckptfix.stores import records
@@ -151,8 +151,10 @@ def select(
     value_schema: StructType | None = None,
     force_schema: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    whole: bool = True,
 ) -> Selection:
-    """``timers``: transformWithState's registered timers (Spark's ``readRegisteredTimers``)."""
+    """``timers``: transformWithState's registered timers (Spark's ``readRegisteredTimers``). ``whole``: refuse a
+    read of every partition where one Spark loads has no directory (else the selection holds the others)."""
     ckpt = _open(path, storage_options)
     if batch is not None and version is not None:
         raise UsageError("give --batch or --version, not both (version N is the state after batch N-1)")
@@ -225,13 +227,24 @@ def select(
             f"operator {operator} is a stream-stream join: choose --join-side left|right "
             f"or --store ({', '.join(info.stores)})"
         )
-    parts = sorted(op.partitions)
+    conf = _conf_for(ckpt, batch)
+    # the partitions Spark loads: directories beyond the recorded number are never read, one below it missing
+    # would make an export silently partial (a new user's trial: 4 of 6 rows, exit 0)
+    n = recorded_partitions(ckpt, op, conf)
+    parts = sorted(p for p in op.partitions if n is None or p < n)
     if partition is not None:
-        if partition not in op.partitions:
+        if partition not in parts:
             have = f"{parts[0]}..{parts[-1]}" if parts else "none"
             raise UsageError(f"--partition {partition}: no such partition in {ckpt.display(op.rel)} (has {have})")
         parts = [partition]
-    conf = _conf_for(ckpt, batch)
+    elif whole and n is not None and (missing := [p for p in range(n) if p not in op.partitions]):
+        raise FormatError(
+            ckpt.display(f"{op.rel}/{missing[0]}"),
+            0,
+            f"the state of partition {missing[0]} (the query has {n} partitions; Spark fails loading it)",
+            "no directory" + (f" (also missing: {', '.join(map(str, missing[1:]))})" if missing[1:] else ""),
+            kind="missing-file",
+        )
     return Selection(
         ckpt,
         op,

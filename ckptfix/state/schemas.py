@@ -12,6 +12,7 @@ key (grouping columns + session start), which is how Spark builds it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ckptfix import layout
@@ -247,6 +248,26 @@ def written_format(ckpt: Checkpoint, op: OperatorDir, name: str | None) -> tuple
         and isinstance(stored.value.fields[0].data_type, StructType)
     )
     return stored.source, "2" if nested else "1"
+
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def recorded_partitions(ckpt: Checkpoint, op: OperatorDir, conf: Mapping[str, str]) -> int | None:
+    """How many partitions of ``op`` Spark loads at a restart: ``spark.sql.shuffle.partitions`` of the offset log
+    (``conf``; it wins over the session's), else the operator metadata's numPartitions (4.x); 1 for a global
+    limit, which runs in one task whatever they say (PySpark 4.3.0 writes state/<op>/0 only and restarts it).
+    None when nothing records it. Directories beyond it are never read; one below it missing fails the load."""
+    try:
+        n = operator_info(ckpt, op).num_partitions
+    except FormatError:
+        n = None
+    raw = conf.get(SHUFFLE_PARTITIONS)
+    if raw is not None and raw.isdigit():
+        n = int(raw)
+    if operator_name(ckpt, op) == GLOBAL_LIMIT:
+        n = 1
+    return n
 
 
 def _v3_batch(rel: str) -> int | None:

@@ -1303,6 +1303,21 @@ _CASES = [
     DamageCase("metadata_empty", "stateless", _metadata(""), "metadata is 0 bytes"),
     DamageCase("metadata_braces", "stateless", _metadata("{}"), "metadata is '{}'"),
     DamageCase("metadata_truncated", "stateless", _metadata_truncated, "metadata JSON cut in half"),
+    # an id that is no UUID (a new user's hand edit): StreamExecution parses it with java.util.UUID.fromString
+    DamageCase("metadata_id_not_uuid", "stateless", _metadata('{"id":"not-a-uuid"}'), "metadata id 'not-a-uuid'"),
+    DamageCase("metadata_id_empty", "stateless", _metadata('{"id":""}'), "metadata id ''"),
+    DamageCase(
+        "metadata_id_not_hex",
+        "stateless",
+        _metadata('{"id":"zzzzzzzz-1111-2222-3333-444444444444"}'),
+        "metadata id of UUID shape with non-hex digits",
+    ),
+    DamageCase(
+        "metadata_id_upper_case",
+        "stateless",
+        _metadata('{"id":"6F1C2A4E-0B9D-4C3E-8F7A-1D2E3F405162"}'),
+        "metadata id in upper case (a UUID all the same)",
+    ),
     # HDFS state store
     DamageCase(
         "state_delta_missing",
