@@ -96,7 +96,7 @@ def carry_out(
         emit(jsonout.plan(plan, unfixed, run_id, verdict, **extra))
     else:
         console = out()
-        text.plan(plan, unfixed, console, run_id)
+        text.plan(plan, unfixed, console, run_id, backup_dir)
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
         if then is not None:
@@ -149,7 +149,7 @@ def run_sink_plan(
         if plan.empty:
             console.print(nothing.format(sink=sink_url), highlight=False)
         else:
-            text.plan(plan, [], console, run_id)
+            text.plan(plan, [], console, run_id, backup_dir)
     return run_id
 
 
@@ -253,7 +253,7 @@ def apply(
         emit(jsonout.plan(plan, [], run_id, verdict))
     else:
         console = out()
-        text.plan(plan, [], console, run_id)
+        text.plan(plan, [], console, run_id, backup_dir)
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
     worse = verdict is not None and not _clean(verdict)

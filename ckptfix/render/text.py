@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +136,15 @@ def inspection(i: Inspection, console: Console) -> None:
         styled(console, "yellow", "problem", f" {p}")
 
 
-def plan(p: Plan, unfixed: Sequence[Unfixed], console: Console, applied: str | None = None) -> None:
+def undo_command(checkpoint: str, run_id: str, backup_dir: str | None = None) -> str:
+    """The undo that reverts run ``run_id`` (naming the backup directory when it is not the default one)."""
+    backup = f" --backup-dir {shlex.quote(backup_dir)}" if backup_dir else ""
+    return f"ckptfix undo {shlex.quote(checkpoint)} {run_id}{backup}"
+
+
+def plan(
+    p: Plan, unfixed: Sequence[Unfixed], console: Console, applied: str | None = None, backup_dir: str | None = None
+) -> None:
     if p.empty:
         styled(console, "bold", "No changes planned.")
     else:
@@ -153,7 +162,8 @@ def plan(p: Plan, unfixed: Sequence[Unfixed], console: Console, applied: str | N
         if note not in shown:
             console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if applied:
-        styled(console, "green", "applied", f" as run {applied}; `ckptfix undo` restores it byte for byte")
+        undo = undo_command(p.checkpoint, applied, backup_dir)
+        styled(console, "green", "applied", f" as run {applied}; `{undo}` restores it byte for byte")
 
 
 def runs(items: list[RunInfo], console: Console) -> None:

@@ -12,6 +12,7 @@ what a sink sees again. Two rules hold everywhere:
 
 from __future__ import annotations
 
+import shlex
 import uuid
 from dataclasses import replace
 
@@ -920,9 +921,17 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     (spark-logs-and-restart.md §7.5, verified on 3.5.9 and 4.3.0)."""
     ck, rule = fc.ckpt, finding.rule_id
     if ck.state.operators:
+        L = ck.offsets.latest
+        before = [b for b in ck.commits.files if b in ck.offsets.files and L is not None and b < L - 1]
+        back = (
+            f"`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {max(before)}`, the newest batch both logs "
+            "hold before the gap"
+            if before
+            else "`ckptfix rollback`"
+        )
         raise CannotFix(
             "state/ has stateful operators, which asynchronous progress tracking never runs: this gap has another "
-            "cause; restore offsets/L-1 from a backup or roll back (`ckptfix rollback`)"
+            f"cause; restore offsets/{'L-1' if L is None else L - 1} from a backup or roll back ({back})"
         )
     if fc.strategy == "truncate":
         return _truncate_to_consecutive(fc, rule)
