@@ -72,7 +72,7 @@ def force_option(help: str = "Touch a checkpoint that looks alive (recent writes
 
 
 def idle_option(help: str = "A write this recent means the query may be running.") -> Any:
-    return typer.Option(120.0, "--idle-seconds", help=help)
+    return typer.Option(120.0, "--idle-seconds", min=0.0, help=help)
 
 
 def backup_option(help: str = "Where backups and the journal go (default <CKPT>/_ckptfix).") -> Any:

@@ -153,6 +153,7 @@ def test_help_never_cuts_a_word_on_a_narrow_terminal(command: str) -> None:
         (["state", "read", "{s}", "--partition", "abc"], "--partition: expected an integer, found 'abc'"),
         (["state", "read", "{s}", "--partition", "1.5"], "--partition: expected an integer, found '1.5'"),
         (["repair", "{s}", "--idle-seconds", "zz"], "--idle-seconds: expected a number, found 'zz'"),
+        (["repair", "{s}", "--idle-seconds", "-5"], "--idle-seconds: expected at least 0.0, found '-5'"),
         (["state", "read", "{s}", "--engine", "jvm"], "--engine: expected one of local, spark, found 'jvm'"),
     ],
 )
