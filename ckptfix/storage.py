@@ -7,6 +7,7 @@ Python's own ``FileNotFoundError`` / ``PermissionError`` with the full URL in th
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import posixpath
@@ -467,6 +468,34 @@ class Location:
             return
         except Exception as exc:  # noqa: BLE001
             raise self._storage_error(rel, exc) from None
+
+    def missing_directories(self, rel: str) -> list[str]:
+        """The directories (relative, deepest first) that writing the file ``rel`` would create: those of its
+        parents that do not exist. Object stores have no directories: none there."""
+        if not self.is_local:
+            return []
+        out: list[str] = []
+        parent = posixpath.dirname(rel)
+        while parent and not os.path.isdir(self.path(parent)):
+            out.append(parent)
+            parent = posixpath.dirname(parent)
+        return out
+
+    def remove_empty_directory(self, rel: str) -> bool:
+        """Remove the directory ``rel`` if it is empty (local trees; object stores have none): True if removed,
+        False if it holds anything or is not there."""
+        if not self.is_local:
+            return False
+        self._inside(rel)
+        try:
+            os.rmdir(self.path(rel))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return False
+            raise self._storage_error(rel, exc) from None
+        return True
 
     def read_if_exists(self, rel: str) -> bytes | None:
         try:

@@ -24,7 +24,8 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -90,6 +91,49 @@ class _Crash:
             os.kill(os.getpid(), signal.SIGKILL)  # kill -9 itself: no cleanup, no flush of anything
 
 
+#: a run id: creation time in UTC to the microsecond, the run's number in its backup store (one more than the
+#: highest before it, given under the lock), a random tag: ``20250102T030405.123456-0007-1a2b3c4d``
+RUN_ID = re.compile(r"(?P<time>[0-9]{8}T[0-9]{6}\.[0-9]{6})-(?P<seq>[0-9]{4,})-(?P<tag>[0-9a-f]+)")
+#: the ids of ckptfix before sequence numbers: time to the second and a random tag (``20250102T030405-1a2b3c4d``)
+OLD_RUN_ID = re.compile(r"(?P<time>[0-9]{8}T[0-9]{6})-(?P<tag>[0-9a-f]+)")
+
+
+def new_run_id(existing: Iterable[str], now: datetime | None = None) -> str:
+    """The id of a run created after ``existing``: its sequence number is one more than the highest recorded (and
+    than the number of runs, so that it reads as the run's place after older ids without one)."""
+    ids = list(existing)
+    seqs = [int(m.group("seq")) for m in map(RUN_ID.fullmatch, ids) if m is not None]
+    seq = max([len(ids), *seqs]) + 1
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S.%f")
+    return f"{stamp}-{seq:04d}-{uuid.uuid4().hex[:8]}"
+
+
+def run_order(run_ids: Iterable[str], started_at: Callable[[str], str]) -> list[str]:
+    """Runs oldest first, i.e. in the order they were created. Ids with a sequence number (:data:`RUN_ID`) go by
+    it, whatever the clocks of the machines that made them said; older ids (:data:`OLD_RUN_ID`, time to the
+    second) come before them (a ckptfix that numbers runs came later), by time, and two in the same second by
+    ``started_at`` (the first journal entry, to the millisecond), never by their random tags."""
+    ids = set(run_ids)
+    old: dict[str, str] = {}  # an old id -> its second
+    for run_id in ids:
+        m = None if RUN_ID.fullmatch(run_id) else OLD_RUN_ID.fullmatch(run_id)
+        if m is not None:
+            old[run_id] = m.group("time")
+    seconds = Counter(old.values())
+
+    def key(run_id: str) -> tuple[int, int, str, str, str]:
+        new = RUN_ID.fullmatch(run_id)
+        if new is not None:
+            return (1, int(new.group("seq")), new.group("time"), "", run_id)
+        stamp = old.get(run_id)
+        if stamp is None:  # a directory ckptfix did not name: by its name, before every run it did
+            return (0, 0, "", "", run_id)
+        tie = started_at(run_id) if seconds[stamp] > 1 else ""
+        return (0, 1, stamp, tie, run_id)
+
+    return sorted(ids, key=key)
+
+
 @dataclass
 class RunInfo:
     run_id: str
@@ -138,7 +182,9 @@ class Runs:
 
     # -- runs -------------------------------------------------------------------------------
     def new_run(self, plan: Plan) -> str:
-        run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        """A new run directory holding the plan; its id is :func:`new_run_id` (callers hold the lock, so the
+        sequence number is this store's next one)."""
+        run_id = new_run_id(self.run_ids())
         self.loc.create_exclusive(f"{RUNS}/{run_id}/plan.json", plan.dumps().encode())
         self.crash.tick()
         return run_id
@@ -189,11 +235,22 @@ class Runs:
         return loads(data.decode("utf-8", errors="replace"), self.loc.display(rel))
 
     def run_ids(self) -> list[str]:
+        """Every run recorded here, oldest first (:func:`run_order`): the one order of runs that ``undo``,
+        ``history``, ``apply --resume`` and every "latest run" use."""
         try:
             entries = self.loc.list_tree(RUNS)
         except FileNotFoundError:
             return []
-        return sorted({p.split("/")[1] for p in entries if p.count("/") >= 1 and p.startswith(RUNS + "/")})
+        ids = {p.split("/")[1] for p in entries if p.count("/") >= 1 and p.startswith(RUNS + "/")}
+        return run_order(ids, self._started_at)
+
+    def _started_at(self, run_id: str) -> str:
+        """When the run's journal begins (milliseconds), "" when it has none or cannot be read."""
+        try:
+            events = self.events(run_id)
+        except CkptfixError:
+            return ""
+        return str(events[0].get("at", "")) if events else ""
 
     def info(self, run_id: str) -> RunInfo:
         plan = self.plan_of(run_id)
@@ -562,7 +619,7 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
     baseline = _watched(ckpt)
     runs = Runs(backup)
     run_id = runs.new_run(plan)
-    runs.journal(run_id, "start", checkpoint=ckpt.url, actions=len(plan.actions))
+    runs.journal(run_id, "start", checkpoint=ckpt.url, actions=len(plan.actions), **_new_dirs(ckpt, plan))
     for a in plan.actions:
         data = now[a.path]
         if data is not None:
@@ -593,6 +650,26 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
         ) from exc
     runs.journal(run_id, "complete")
     return run_id
+
+
+#: the journal field (of ``start`` and ``resume``) listing the directories a run's writes create
+DIRS = "dirs"
+
+
+def _new_dirs(ckpt: Location, plan: Plan) -> dict[str, list[str]]:
+    """The directories that the files the plan creates would create (local disk: object stores have none), as
+    the journal field :data:`DIRS`: journaled before the first write, so that ``undo`` removes exactly these
+    (when they are empty again) and never a directory that existed before the run."""
+    dirs = {
+        d for a in plan.actions if a.op == "write" and not a.before.exists for d in ckpt.missing_directories(a.path)
+    }
+    return {DIRS: sorted(dirs)} if dirs else {}
+
+
+def _created_dirs(events: list[dict[str, Any]]) -> list[str]:
+    """Every directory the run's journal says it created, deepest first."""
+    dirs = {str(d) for e in events if e["event"] in ("start", "resume") for d in e.get(DIRS) or ()}
+    return sorted(dirs, key=lambda d: (-d.count("/"), d))
 
 
 def _watched(ckpt: Location) -> dict[str, tuple[int, float | None]]:
@@ -726,7 +803,7 @@ def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Say) -> s
         elif state not in (a.before, a.after):
             expected = f"{a.before.describe()} or {a.after.describe()}"
             raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {state.describe()}")
-    runs.journal(run_id, "resume")
+    runs.journal(run_id, "resume", **_new_dirs(ckpt, plan))
     _run_steps(runs, run_id, plan, ckpt, say)
     runs.journal(run_id, "complete")
     return run_id
@@ -773,6 +850,7 @@ def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Say, force:
     if plan.driver is not None:
         raise PlanError(driver_run(runs, run_id, plan, ckpt, "undone"))
     _same_checkpoint(plan, ckpt)
+    check_newest(runs, run_id, ckpt, backup)
     clean_own_temps(ckpt, plan, say)  # a killed run's temp files are ckptfix's, not a live query's
     if not force:  # ckptfix's own fresh writes do not count as a live query
         touched = own_writes(backup).plus(frozenset(a.path for a in plan.actions))
@@ -802,5 +880,30 @@ def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Say, force:
             runs.crash.tick()
             say(f"restored {a.path}")
         runs.journal(run_id, "undo-done", paths=[a.path for a, _ in chunk])
-    runs.journal(run_id, "undone")
+    # then the directories the run created, once empty again (a killed undo's next run removes the rest)
+    removed = []
+    for d in _created_dirs(info.events):
+        if ckpt.remove_empty_directory(d):
+            runs.crash.tick()
+            removed.append(d)
+            say(f"removed {d}/, created by the run")
+    runs.journal(run_id, "undone", **({DIRS: removed} if removed else {}))
     return run_id
+
+
+def check_newest(runs: Runs, run_id: str, ckpt: Location, backup: Location) -> None:
+    """Runs are undone newest first: a run made after ``run_id`` and not undone planned against what ``run_id``
+    wrote, so undoing ``run_id`` under it would leave files of both (a checkpoint no run ever saw)."""
+    order = runs.run_ids()
+    later = order[order.index(run_id) + 1 :] if run_id in order else []
+    newer = [(r, runs.info(r).status) for r in later]
+    newer = [(r, status) for r, status in newer if status != "undone"]
+    if not newer:
+        return
+    at = "" if backup.url == default_backup_url(ckpt.url) else f" --backup-dir {backup.url}"
+    listed = ", ".join(f"{r} ({status})" for r, status in reversed(newer))
+    raise PlanError(
+        f"run {run_id}: expected it to be the newest run not undone, found {len(newer)} newer: {listed}; runs are "
+        f"undone newest first (`ckptfix undo {ckpt.url} {newer[-1][0]}{at}`), since undoing an older run under a "
+        "newer one would not restore the checkpoint exactly"
+    )

@@ -27,7 +27,7 @@ from ckptfix.repair.rollback import plan_rollback
 from ckptfix.repair.surgery import plan_state_delete, plan_state_put
 from ckptfix.storage import Location
 from tests.repair.test_fixes_logs import ROUND_TRIPS, extract
-from tests.support.trees import tree
+from tests.support.trees import directories, tree
 from tests.unit.realckpt import sample_checkpoint
 
 
@@ -43,6 +43,7 @@ def _rollback(tmp: Path) -> Path:
 
 FORMATS = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def _tarred(tar_path: Path) -> Any:
@@ -92,6 +93,10 @@ PLANS: dict[str, tuple[Any, Any]] = {
         _tarred(FIXTURES / "matrix" / "4.3.0" / "join.tar.gz"),
         lambda c: plan_repartition(str(c), 3).plan,
     ),
+    "state_repartition_rocksdb_to_5": (  # docs/state-repartition.md: partitions 2-4 are new directories
+        lambda t: shutil.copytree(SAMPLES / "rocksdb-changelog", t / "ckpt"),
+        lambda c: plan_repartition(str(c), 5).plan,
+    ),
     "migrate_provider_to_hdfs": (
         lambda t: extract("agg_rocksdb_cl", t / "x")[0],
         lambda c: plan_provider(str(c), "hdfs", target_spark="3.5").plan,
@@ -103,6 +108,7 @@ KILLED = -signal.SIGKILL
 SAMPLED = {
     "rollback_to_3": 3,
     "state_repartition_join": 3,
+    "state_repartition_rocksdb_to_5": 2,
     "async_gap_truncate": 7,
     "migrate_provider_to_rocksdb": 9,
     "migrate_provider_to_hdfs": 9,
@@ -132,11 +138,11 @@ def test_crash_after_every_write(tmp_path: Path, name: str) -> None:
     pristine = setup(tmp_path / "pristine")
     plan: Plan = make_plan(pristine)
     assert not plan.empty
-    before = tree(pristine)
+    before, dirs_before = tree(pristine), directories(pristine)
     reference = tmp_path / "reference"
     shutil.copytree(pristine, reference)
     engine.apply(_rebased(plan, reference), Location(str(reference)), Location(str(reference / "_ckptfix")), force=True)
-    after = tree(reference)
+    after, dirs_after = tree(reference), directories(reference)
     step = SAMPLED.get(name, 1)
     crashes, n = 0, 1
     while True:
@@ -153,11 +159,14 @@ def test_crash_after_every_write(tmp_path: Path, name: str) -> None:
         loc = Location(str(work))
         engine.resume(loc, Location(str(work / "_ckptfix")))
         assert tree(work) == after, f"{name}: crash after write {n}: resume differs from an uninterrupted apply"
+        assert directories(work) == dirs_after, f"{name}: crash after write {n}: resume made other directories"
         # the crashed copy's plan names `work`: undo it where it crashed, from the copy of its backups
         os.replace(work, tmp_path / f"resumed-{n}")
         os.replace(other, work)
         engine.undo(Location(str(work)), Location(str(work / "_ckptfix")), force=True)
         assert tree(work) == before, f"{name}: crash after write {n}: undo did not restore the original"
+        # directories the run created go too (empty ones break readers: a partition directory with no state)
+        assert directories(work) == dirs_before, f"{name}: crash after write {n}: undo left other directories"
         shutil.rmtree(work)
         shutil.rmtree(tmp_path / f"resumed-{n}")
         n += step

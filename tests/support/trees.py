@@ -21,6 +21,16 @@ def tree(root: Path) -> dict[str, str]:
     return out
 
 
+def directories(root: Path) -> set[str]:
+    """Every directory below root, empty ones included (`tree` sees files only), ckptfix's own `_ckptfix/`
+    excluded: on local disk a run that created directories leaves the checkpoint as it was only without them."""
+    out = set()
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "_ckptfix"]
+        out.update(Path(dirpath, d).relative_to(root).as_posix() for d in dirnames)
+    return out
+
+
 def s3_tree(fs: Any, url: str) -> dict[str, str]:
     """The same for every object below an s3:// URL."""
     root = url.removeprefix("s3://").rstrip("/")
