@@ -229,9 +229,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(getattr(exc, "exit_code", 0))
     except usage as exc:  # usage errors: one line, exit 2
         message = usage_message(exc)
-        if json_requested(args):
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `ckptfix` or `ckptfix state` alone: the help, not an error
+            print(message.rstrip())
+        elif json_requested(args):
             print(jsonout.error(message, "UsageError"))
-        elif message.strip():  # no-args help has already been printed
+        elif message.strip():  # older click printed the no-args help itself
             print(f"ckptfix: error: {message}", file=sys.stderr)
         sys.exit(2)
     except Exception as exc:  # a bug in ckptfix: one line, not a traceback (CKPTFIX_DEBUG=1 shows it)

@@ -180,3 +180,11 @@ def test_help_into_a_closed_pipe_ends_quietly(command: str) -> None:
     finally:
         os.close(write_end)
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("command", ["", "state"])
+def test_a_command_alone_prints_its_help_not_an_error(command: str) -> None:
+    """`ckptfix` alone printed its whole help after ``ckptfix: error:`` on stderr (a new user's first command)."""
+    proc = cli(*command.split())
+    assert proc.returncode == 2 and proc.stderr == ""
+    assert proc.stdout.startswith("Usage: ") and f"{command} [OPTIONS] COMMAND [ARGS]..." in proc.stdout
