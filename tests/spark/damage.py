@@ -746,7 +746,7 @@ def _lz4_blocks(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def _delta_cut(where: str) -> Callable[[Path], None]:
+def _delta_cut(where: str, keep_crc: bool = False) -> Callable[[Path], None]:
     """Cut partition 0's newest delta (which the restart reads) inside its LZ4 end block (``end``: the 21-byte block
     with both lengths 0 after the block that holds the -1 end marker) or in the middle of its last data block
     (``data``); its Hadoop .crc and 4.1+ JSON checksum sidecars dropped."""
@@ -759,7 +759,9 @@ def _delta_cut(where: str) -> Callable[[Path], None]:
         if end_len != 0 or last_len == 0 or end_at + LZ4_BLOCK_HEADER != len(data):
             raise SkipCase(f"{path} does not end with a data block and an end block")
         cut = end_at + LZ4_BLOCK_HEADER // 2 if where == "end" else last_at + LZ4_BLOCK_HEADER + last_len // 2
-        rewrite(path, data[:cut], drop_crc=True)
+        rewrite(path, data[:cut], drop_crc=not keep_crc)
+        if keep_crc:  # the Hadoop .crc of the whole file stays: a local file system verifies it on read
+            return
         sidecar = path.with_name(path.name + ".crc")
         if sidecar.exists():
             sidecar.unlink()
@@ -1354,6 +1356,13 @@ _CASES = [
         "agg_hdfs",
         _delta_cut("end"),
         "partition 0's newest delta (read at restart) cut inside its LZ4 end block, its .crc sidecars dropped",
+    ),
+    DamageCase(
+        "state_delta_cut_in_end_block_crc_kept",
+        "agg_hdfs",
+        _delta_cut("end", keep_crc=True),
+        "partition 0's newest delta cut inside its LZ4 end block, its Hadoop .crc kept (it covers the whole file; "
+        "recorded: Spark restarts all the same)",
     ),
     DamageCase(
         "state_delta_cut_in_data_block",
