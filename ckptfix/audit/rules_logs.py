@@ -210,9 +210,11 @@ LOG_WATERMARK_EDITED = define(
     "Spark writes batch L's offset file with the watermark it recorded in commits/L-1 (batchWatermarkMs = "
     "nextBatchWatermarkMs; equal in every Spark-written checkpoint we hold, 296 pairs over 3.5.9-4.3). On restart "
     "it restores max(offsets/L's, commits/L's) watermark (MicroBatchExecution.populateStartOffsets). A higher "
-    "value there than Spark wrote makes rows count as late and evicts state earlier: a damage hunt on 4.3 saw a "
-    "windowed aggregation emit smaller counts, silently (others happened to come out right, depending on the "
-    "data). A lower one is overridden by a committed batch's, and used as is when batch L runs again.",
+    "value there than Spark wrote makes rows count as late and evicts state earlier: damage hunts on 4.3 saw a "
+    "windowed aggregation emit smaller counts, and session windows, joins, transformWithState timers and "
+    "dropDuplicatesWithinWatermark emit wrong output, silently; so a raised value is an error (silent) where the "
+    "query keeps state, a warning where it keeps none. A lower one is overridden by a committed batch's, and used "
+    "as is when batch L runs again.",
     "Write the watermark commits/L-1 records back into offsets/L (`batchWatermarkMs`), or restore the file from a "
     "backup. Nothing tells which value an edit meant: ckptfix does not change it by itself.",
 )
@@ -800,5 +802,11 @@ def watermark_edited(ctx: AuditContext) -> Iterator[Finding]:
             Evidence(ck.display(ck.offsets.files[L]), expected=f"batchWatermarkMs {recorded}", found=str(wrote)),
             Evidence(ck.display(ck.commits.files[L - 1]), note=f"nextBatchWatermarkMs {recorded}"),
         ],
-        severity="info" if "no effect" in effect else "warning",
+        # raised under stateful operators: a damage hunt on 4.3 saw wrong output in every stateful shape (session
+        # windows, joins, transformWithState timers, dropDuplicatesWithinWatermark: hunt 6, wm_up)
+        **(
+            {"severity": "error", "silent": True}
+            if wrote > recorded and "no effect" not in effect and ck.state.operators
+            else {"severity": "info" if "no effect" in effect else "warning"}
+        ),
     )

@@ -30,12 +30,28 @@ def test_as_spark_wrote_it_nothing(tmp_path: Path) -> None:
     assert _finding(extract("dedup_wm_hdfs", tmp_path)) is None
 
 
-def test_raised_above_what_spark_restores_is_a_warning(tmp_path: Path) -> None:
+def test_raised_above_what_spark_restores_is_a_silent_error_under_stateful_operators(tmp_path: Path) -> None:
+    """dropDuplicates with a watermark: rows in between count as late, state is evicted early (a damage hunt on
+    4.3 saw wrong output in every stateful shape it raised the watermark of)."""
     ckpt = extract("dedup_wm_hdfs", tmp_path)
     _edit(ckpt, "1700000090000")  # above commits/3's 1700000040000: the restart takes it
     f = _finding(ckpt)
-    assert f is not None and f.severity == "warning"
+    assert f is not None and f.severity == "error" and f.silent
     assert "1700000090000 ms instead of 1700000040000" in f.message, f.message
+    report = audit(str(ckpt), "4.3")
+    assert report.verdict.restarts and report.verdict.hazards
+
+
+def test_raised_in_a_stateless_query_is_a_warning(tmp_path: Path) -> None:
+    """The same edit where no operator keeps state (state/ removed, audited as stateless): a watermark there only
+    matters to what a future stateful change would do, so a warning."""
+    import shutil
+
+    ckpt = extract("dedup_wm_hdfs", tmp_path)
+    _edit(ckpt, "1700000090000")
+    shutil.rmtree(ckpt / "state")
+    found = [f for f in audit(str(ckpt), "4.3", stateful=False).findings if f.rule_id == "LOG-WATERMARK-EDITED"]
+    assert found and found[0].severity == "warning"
 
 
 def test_below_the_committed_watermark_has_no_effect(tmp_path: Path) -> None:
