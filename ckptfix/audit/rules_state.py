@@ -116,8 +116,11 @@ OPMETA_UNREADABLE = define(
     "STATE-OPERATOR-METADATA-UNREADABLE",
     "warning",
     "Operator metadata cannot be parsed",
-    "state/<op>/_metadata/metadata (4.x) describes the operator's stores and partitions.",
-    "Move it out of the checkpoint (keep it as a backup) so Spark 4.x rewrites it on the next batch.",
+    "state/<op>/_metadata/metadata (4.x) describes the operator's stores and partitions. A transformWithState "
+    "operator's newest state/<op>/_metadata/v2/<batch> is read when the first batch is planned: damaged, it fails "
+    "the restart (an error then).",
+    "Move a damaged metadata file out of the checkpoint (keep it as a backup) so Spark 4.x rewrites it on the next "
+    "batch; for a v2 file, restore it from a backup.",
 )
 V2_IDS_MISSING = define(
     "STATE-V2-IDS-MISSING",
@@ -719,6 +722,22 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 yield OPMETA_UNREADABLE.finding(
                     f"{op.metadata_v1} cannot be read",
                     [Evidence(ck.display(op.metadata_v1), exc.offset, exc.expected, exc.found)],
+                )
+        if op.metadata_v2 and ctx.target.at_least(4, 0):
+            # transformWithState reads its newest v2 file (the path of its state schema) when it plans the first
+            # batch: a damaged one fails there (recorded on 4.0.5-4.2.1, opmeta_v2_truncated; hunt 6 on 4.3)
+            rel = op.metadata_v2[max(op.metadata_v2)]
+            try:
+                opmeta.parse(ck.read(rel), ck.display(rel))
+            except FormatError as exc:
+                yield OPMETA_UNREADABLE.finding(
+                    f"{rel} cannot be read (expected {exc.expected}, found {exc.found}): Spark {ctx.target.label} "
+                    "reads the newest operator metadata of a transformWithState operator when it plans the first "
+                    "batch, and fails",
+                    [Evidence(ck.display(rel), exc.offset, exc.expected, exc.found)],
+                    severity="error",
+                    spark_error=E.metadata_error(ctx.target, exc),
+                    stage=62,
                 )
         n, store_names = _expected_partitions(ctx, op)
         present = sorted(op.partitions)

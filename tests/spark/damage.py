@@ -258,6 +258,17 @@ def _dedup_agg_query() -> Any:
     return QueryShape("tests.spark.queries:_build_dedup_agg", "", (SourceShape("file"),), sink, ops)
 
 
+def _opmeta_v2_truncated(ckpt: Path) -> None:
+    """transformWithState (4.x): the newest operator metadata v2 file (``state/0/_metadata/v2/<batch>``) cut to half
+    its bytes, its .crc dropped."""
+    files = sorted((int(p.name), p) for p in (ckpt / "state" / "0" / "_metadata" / "v2").glob("*") if p.name.isdigit())
+    if not files:
+        raise SkipCase("no operator metadata v2")
+    path = files[-1][1]
+    data = path.read_bytes()
+    rewrite(path, data[: len(data) // 2], drop_crc=True)
+
+
 def _left_outer_join_query() -> Any:
     """The ``join_left`` scenario's query as ``audit --against`` describes it: two file sources, one left outer
     stream-stream join (operator 0), foreachBatch."""
@@ -1436,6 +1447,13 @@ _CASES = [
         "agg_hdfs",
         _opmeta_name_edited,
         "state/0/_metadata/metadata names operator 0 'dedupe' instead of 'stateStoreSave' (.crc dropped)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "opmeta_v2_truncated",
+        "tws_pandas",
+        _opmeta_v2_truncated,
+        "transformWithStateInPandas: the newest operator metadata v2 file cut to half its bytes (.crc dropped)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     DamageCase(

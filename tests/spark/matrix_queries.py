@@ -21,8 +21,8 @@ from tests.spark.queries import (
     _build_join,
     _build_join_nonnull,
     _build_pandas_state,
+    _build_tws_pandas,
     _foreach_batch_writer,
-    _source,
     _verify_join,
     _with_ts,
 )
@@ -44,42 +44,6 @@ def _verify_dedup(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, A
     want = {r["key"] for r in inputs}
     ok = set(got) == want and all(n == 1 for n in got.values())
     return ok, "each key once" if ok else f"keys emitted (want each of {sorted(want)} once): {dict(got)}"
-
-
-def _build_tws_pandas(spark: Any, input_dir: Path, output_dir: Path) -> Any:
-    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    acc_schema = StructType([StructField("cnt", LongType()), StructField("total", LongType())])
-
-    class Count(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            self.acc = handle.getValueState("acc", acc_schema)
-
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Any:  # noqa: N802 - Spark's name
-            import pandas as pd
-
-            cnt, total = self.acc.get() if self.acc.exists() else (0, 0)
-            for pdf in rows:
-                cnt += len(pdf)
-                total += int(pdf["value"].sum())
-            self.acc.update((cnt, total))
-            yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
-
-        def close(self) -> None:
-            pass
-
-    agg = (
-        _source(spark, input_dir)
-        .groupBy("key")
-        .transformWithStateInPandas(
-            statefulProcessor=Count(),
-            outputStructType="key STRING, cnt LONG, total LONG",
-            outputMode="Update",
-            timeMode="None",
-        )
-    )
-    return _foreach_batch_writer(agg, output_dir).outputMode("update")
 
 
 # ------------------------------------------------------------------------------------------- the matrix

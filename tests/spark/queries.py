@@ -215,6 +215,42 @@ def _build_pandas_state(spark: Any, input_dir: Path, output_dir: Path) -> Any:
     return _foreach_batch_writer(agg, output_dir).outputMode("update")
 
 
+def _build_tws_pandas(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    acc_schema = StructType([StructField("cnt", LongType()), StructField("total", LongType())])
+
+    class Count(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.acc = handle.getValueState("acc", acc_schema)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Any:  # noqa: N802 - Spark's name
+            import pandas as pd
+
+            cnt, total = self.acc.get() if self.acc.exists() else (0, 0)
+            for pdf in rows:
+                cnt += len(pdf)
+                total += int(pdf["value"].sum())
+            self.acc.update((cnt, total))
+            yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
+
+        def close(self) -> None:
+            pass
+
+    agg = (
+        _source(spark, input_dir)
+        .groupBy("key")
+        .transformWithStateInPandas(
+            statefulProcessor=Count(),
+            outputStructType="key STRING, cnt LONG, total LONG",
+            outputMode="Update",
+            timeMode="None",
+        )
+    )
+    return _foreach_batch_writer(agg, output_dir).outputMode("update")
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -296,6 +332,14 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("join", _build_join, stateful=True, base_files=4, verify=_verify_join),
         Scenario("join_left", _build_join_left, stateful=True, base_files=4, verify=_verify_join),
         Scenario("pandas_state", _build_pandas_state, stateful=True, base_files=4),
+        # transformWithStateInPandas (4.x: RocksDB only; operator metadata v2 and state schema v3 files)
+        Scenario(
+            "tws_pandas",
+            _build_tws_pandas,
+            confs={"spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER},
+            stateful=True,
+            base_files=4,
+        ),
         # the file source's log compacts every 3 batches: sources/0 holds 0 1 2.compact 3 4 5.compact 6 7
         Scenario(
             "stateless_src_c3",
