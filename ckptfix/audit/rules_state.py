@@ -463,10 +463,11 @@ class StoreCheck:
         readLineage); any other codec damage in the blocks holding the header fails the read as it is. Damage in
         later blocks surfaces when the records are read (the chain's step check)."""
         display = self.display(rel)
+        data = self.ctx.ckpt.read(rel)
         chunks: list[bytes] = []
         failure: FormatError | None = None
         try:
-            for chunk in codec.iter_decompressed(self.codec, self.ctx.ckpt.read(rel), display):
+            for chunk in codec.iter_decompressed(self.codec, data, display):
                 chunks.append(chunk)
         except FormatError as exc:
             if exc.kind in verify.UNVERIFIABLE:
@@ -474,6 +475,11 @@ class StoreCheck:
             failure = exc
         raw = b"".join(chunks)
         eof = failure is None or failure.kind in ("truncated", "empty")
+        side = verify.sidecar_mismatch(self.ctx.ckpt, self.store, rel, data)
+        if side is not None and eof:
+            # 4.1+ verify the file checksum once the stream has read the whole file (a cut file: recorded on 4.1.4
+            # and 4.2.1, v2_newest_changelog_truncated_checksum_kept); a block that does not decompress fails first
+            raise FormatError(display, 0, f"the content {side[1]} describes", side[0], kind="lineage-checksum")
         complete = statefile.changelog_header_end(raw)
 
         def unreadable(exc: FormatError, kind: str) -> FormatError:
@@ -527,6 +533,13 @@ class StoreCheck:
             if exc.kind in verify.UNVERIFIABLE:
                 self.skipped.append(f"{top}: expected {exc.expected}, found {exc.found}")
                 return None
+            if exc.kind == "lineage-checksum":
+                return Problem(
+                    CHECKSUM.id,
+                    f"{top}: {exc.found}",
+                    (Evidence(exc.path, None, exc.expected, exc.found),),
+                    E.checksum_failed(top),
+                )
             if exc.kind in LINEAGE_ERRORS:
                 return Problem(
                     FILE_CORRUPT.id,

@@ -330,7 +330,7 @@ def _v2_newest_changelog(damage: str) -> Callable[[Path], None]:
     """Checkpoint format v2: partition 0's newest changelog (``<v>_<uid>.changelog``, the one the commit log names
     last) damaged: one byte flipped in its middle (``flipped``: its Hadoop .crc dropped, and its 4.2+ file
     checksum ``<name>.crc`` too; ``flipped_checksum_kept``: that checksum kept), or cut to half its size
-    (``truncated``, both sidecars dropped)."""
+    (``truncated``, both sidecars dropped; ``truncated_checksum_kept``: the file checksum kept)."""
 
     def apply(ckpt: Path) -> None:
         part = state_partitions(ckpt)[0]
@@ -351,14 +351,16 @@ def _v2_newest_changelog(damage: str) -> Callable[[Path], None]:
             raise SkipCase("cannot tell which changelog of the newest version the commit log names")
         path = paths[0]
         data = path.read_bytes()
-        if damage == "truncated":
+        if damage.startswith("truncated"):
             rewrite(path, data[: len(data) // 2], drop_crc=True)
         else:
             flipped = bytearray(data)
             flipped[len(flipped) // 2] ^= 0xFF
             rewrite(path, bytes(flipped), drop_crc=True)
-        if damage != "flipped_checksum_kept":
+        if not damage.endswith("_checksum_kept"):
             (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
+        elif not (path.parent / f"{path.name}.crc").exists():
+            raise SkipCase("this Spark writes no file checksum")
 
     return apply
 
@@ -1426,6 +1428,14 @@ _CASES = [
         _v2_newest_changelog("flipped_checksum_kept"),
         "format v2: one byte flipped in the middle of partition 0's newest changelog (Hadoop .crc dropped, 4.2+ "
         "file checksum kept)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_changelog_truncated_checksum_kept",
+        "agg_v2",
+        _v2_newest_changelog("truncated_checksum_kept"),
+        "format v2: partition 0's newest changelog cut to half its size (Hadoop .crc dropped, 4.1+ file checksum "
+        "kept; hunt 6 on 4.3: CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     DamageCase(
