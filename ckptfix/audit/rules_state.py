@@ -727,7 +727,10 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 stage=65,
             )
         return
-    for op_id, op in sorted(inv.operators.items()):
+    # the highest operator id first: Spark numbers operators from the sink up, so the upstream one (the highest id)
+    # runs in the earlier stage, or feeds the same task, and its load fails first (hunt 6: a join under an
+    # aggregation, every store broken by one edit; Spark named state/1, the join)
+    for op_id, op in sorted(inv.operators.items(), reverse=True):
         if op.metadata_v1:
             try:
                 opmeta.parse(ck.read(op.metadata_v1), ck.display(op.metadata_v1))
