@@ -41,6 +41,11 @@ class IOStats:
     paths_read: list[str] = field(default_factory=list)
 
 
+#: storage options fsspec's backends take as keyword dictionaries (s3fs, gcsfs, adlfs): a string there fails deep
+#: inside the backend ("'str' object has no attribute 'copy'")
+DICT_OPTIONS = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs", "consistency_kwargs"})
+
+
 def parse_storage_options(pairs: list[str], endpoint_url: str | None = None) -> dict[str, Any]:
     """``key=value`` pairs from the CLI (dotted keys nest, values parse as JSON when they
     can), on top of the JSON object in $CKPTFIX_STORAGE_OPTIONS."""
@@ -62,8 +67,12 @@ def parse_storage_options(pairs: list[str], endpoint_url: str | None = None) -> 
             raise UsageError(f"--storage-option: expected key=value, found {pair!r}")
         try:
             value: Any = json.loads(raw)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
+            if raw.lstrip().startswith(("{", "[")):  # meant as JSON: a plain string would reach the backend
+                raise UsageError(f"--storage-option {key}: expected a JSON value, found {raw!r} ({exc.msg})") from None
             value = raw
+        if key in DICT_OPTIONS and not isinstance(value, dict):
+            raise UsageError(f"--storage-option {key}: expected a JSON object, found {raw!r}")
         *parents, leaf = key.split(".")
         if not all(parents) or not leaf:
             raise UsageError(f"--storage-option: empty part in the dotted key {key!r}")

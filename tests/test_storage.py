@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -335,6 +336,20 @@ class TestParseStorageOptions:
         os.environ[ENV_STORAGE_OPTIONS] = env
         with pytest.raises(UsageError, match=ENV_STORAGE_OPTIONS):
             parse_storage_options([])
+
+    @pytest.mark.parametrize(
+        ("pair", "said"),
+        [
+            ("client_kwargs={bad", "client_kwargs: expected a JSON value, found '{bad'"),
+            ("requester_pays=[1,", "requester_pays: expected a JSON value"),
+            ("client_kwargs=abc", "client_kwargs: expected a JSON object, found 'abc'"),
+            ("config_kwargs=3", "config_kwargs: expected a JSON object"),
+        ],
+    )
+    def test_a_value_meant_as_json_or_a_keyword_dict_is_checked(self, pair: str, said: str) -> None:
+        """A new user's `-o 'client_kwargs={bad'` reached s3fs as a string: "'str' object has no attribute 'copy'"."""
+        with pytest.raises(UsageError, match=re.escape(said)):
+            parse_storage_options([pair])
 
     @pytest.mark.parametrize("pair", ["novalue", "=value", ""])
     def test_bad_pair_is_a_usage_error(self, pair: str) -> None:
