@@ -12,6 +12,7 @@ import json
 import os
 import posixpath
 import re
+import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -199,6 +200,10 @@ class Location:
             raise UsageError("expected a location (a path or URL), found an empty string")
         if url.startswith("file:/") and not url.startswith("file://"):  # Hadoop's qualified form file:/abs
             url = "file://" + url[len("file:") :]
+        if url.startswith("file://"):  # as Spark logs it: a URI, percent-encoded ("with%20space")
+            url = "file://" + urllib.parse.unquote(url[len("file://") :])
+        elif "://" not in url:  # "~/ckpt" quoted past the shell: read and named as the same place
+            url = os.path.expanduser(url)
         self.storage_options: dict[str, Any] = dict(storage_options or {})
         self.fs, self.root = _fs_for(url, self.storage_options)
         self.url = url.rstrip("/") if "://" in url else os.path.abspath(url)

@@ -370,5 +370,25 @@ def test_hadoop_qualified_file_url_is_a_local_path(tmp_path: Path) -> None:
     assert loc.display("x") == f"file://{tmp_path}/x"
 
 
+def test_a_percent_encoded_file_url_names_the_directory_spark_logged(tmp_path: Path) -> None:
+    """Spark logs `file:/tmp/with%20space/ck%20pt`; a new user pasted it and got "no such file or directory"."""
+    d = tmp_path / "with space"
+    d.mkdir()
+    (d / "x").write_bytes(b"hi")
+    for url in (f"file:{tmp_path}/with%20space", f"file://{tmp_path}/with%20space"):
+        loc = open_location(url)
+        assert loc.read("x") == b"hi"
+        assert loc.display("x") == f"file://{d}/x"
+
+
+def test_a_quoted_tilde_is_read_and_named_as_the_home_directory(tmp_path: Path, monkeypatch: Any) -> None:
+    """`rollback "~/rdb" ... --plan-out p.json` recorded `<cwd>/~/rdb` while it read `$HOME/rdb`."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "x").write_bytes(b"hi")
+    loc = open_location("~/ck")
+    assert loc.read("x") == b"hi" and loc.url == str(tmp_path / "ck")
+
+
 def test_a_file_in_the_root_directory_is_named_once_slashed() -> None:
     assert open_location("/").display("nonexistent.json") == "/nonexistent.json"
