@@ -168,7 +168,8 @@ def export_offsets(
             f"{ckpt.display(f'offsets/{N}')}: expected batch {N} in the offset log, found none (offsets "
             f"{id_ranges(sorted(ckpt.offsets.files))})"
         )
-    if N not in ckpt.commits.files:
+    # a later commit means batch N was processed too (Spark commits batches in order): only its commit file is gone
+    if N not in ckpt.commits.files and not any(c > N for c in ckpt.commits.files):
         raise UsageError(
             f"{ckpt.display(f'commits/{N}')}: batch {N} is not committed (its offsets were planned, not processed); "
             "export a committed batch (default: the last one)"

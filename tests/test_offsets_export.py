@@ -155,3 +155,15 @@ def test_a_batch_missing_in_a_sparse_log_shows_the_gaps(tmp_path: Path) -> None:
     assert err == (
         f"ckptfix: error: {ckpt}/offsets/2: expected batch 2 in the offset log, found none (offsets 0..1,{odd})\n"
     )
+
+
+def test_a_batch_whose_commit_file_is_gone_but_a_later_one_committed(tmp_path: Path) -> None:
+    """Spark commits batches in order: commits/4 means batch 3 was processed, even with commits/3 deleted (a new
+    user's trial: "batch 3 is not committed"). Spark 3.5.9's aggregation, offsets and commits 0..4."""
+    from tests.state.test_state35 import extract
+
+    ckpt = extract("agg_hdfs", tmp_path)
+    (ckpt / "commits" / "3").unlink()
+    code, out, err = export(str(ckpt), "--batch", "3", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["batch"] == 3
