@@ -20,6 +20,8 @@ from ckptfix.cli.common import (
     SinkOption,
     StorageOption,
     TargetSparkOption,
+    conf_option,
+    conf_pairs,
     note,
     out,
     storage_options,
@@ -52,6 +54,9 @@ def rollback(
     ),
     force: bool = ForceOption,
     idle_seconds: float = IdleOption,
+    conf: list[str] = conf_option(
+        "A conf of the session that will restart the query, as for `ckptfix audit --conf` (repeat)."
+    ),
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
@@ -76,6 +81,7 @@ def rollback(
         force=force,
         idle_seconds=idle_seconds,
         with_sink=with_sink,
+        session_conf=conf_pairs(conf),
     )
     plan, where = result.plan, result.checkpoint
     sink_run, extra = None, None
@@ -109,7 +115,9 @@ def rollback(
             backup_dir=backup_dir,
             force=force or result.copied_from is not None,
             idle_seconds=idle_seconds,
-            audit_after=lambda: run_audit(where, target_spark, storage_options=opts, sink_path=sink),
+            audit_after=lambda: run_audit(
+                where, target_spark, storage_options=opts, sink_path=sink, session_conf=conf_pairs(conf)
+            ),
             extra_json=extra,
             quiet=quiet,
             apply_does="carry the plan out"

@@ -211,13 +211,15 @@ def plan_rollback(
     force: bool = False,
     idle_seconds: float = 120,
     with_sink: bool = False,
+    session_conf: Mapping[str, str] | None = None,
 ) -> RollbackResult:
     """Plan the rollback. With ``into`` and ``copy`` (the CLI's ``--apply``), copy the checkpoint there first
     and plan on the copy; with ``into`` alone nothing is written: the plan is made on the original (its paths
     are relative, the same on the copy) and DEST is only checked. With ``with_sink``, a file sink at
     ``sink_path`` that holds batches > N is rolled back too: :attr:`RollbackResult.sink_plan` (apply it before
     the checkpoint's plan: see docs/repair.md, "the crash window"); a Delta table is refused (Delta's ``RESTORE``
-    is the tool)."""
+    is the tool). ``session_conf``: the confs of the session that restarts the query (as ``audit --conf``), for
+    what the logs do not record."""
     N = to_batch
     if N < 0:
         raise UsageError(f"--to-batch: expected a batch id >= 0, found {N}")
@@ -265,21 +267,21 @@ def plan_rollback(
     ckpt = src
     if into is not None and not copy:
         check_destination(Location(into, storage_options), src.location)
-        plan = _plan_on(src, N, target.label, sink_path, storage_options)
+        plan = _plan_on(src, N, target.label, sink_path, storage_options, session_conf=session_conf)
         return RollbackResult(plan, src.location.url, None, 0, into=Location(into, storage_options).url)
     if sink_plan is not None:
-        plan = _plan_on(src, N, target.label, sink_path, storage_options, sink_after)
+        plan = _plan_on(src, N, target.label, sink_path, storage_options, sink_after, session_conf)
         return RollbackResult(plan, src.location.url, sink_plan=sink_plan, sink=sink_plan.checkpoint)
     if into is not None:
         # plan first on the original, so a refusal leaves DEST untouched
-        _plan_on(src, N, target.label, sink_path, storage_options)
+        _plan_on(src, N, target.label, sink_path, storage_options, session_conf=session_conf)
         before = _fingerprint(src.entries)
         dest, copied = copy_checkpoint(src.location, into, storage_options)
         if _fingerprint(src.location.list_tree()) != before:
             raise RollbackRefused(N, f"{src.location.url} changed while it was copied: is the query running?")
         copied_from = src.location.url
         ckpt = Checkpoint.open(dest.url, storage_options)
-    plan = _plan_on(ckpt, N, target.label, sink_path, storage_options)
+    plan = _plan_on(ckpt, N, target.label, sink_path, storage_options, session_conf=session_conf)
     return RollbackResult(plan, ckpt.location.url, copied_from, copied)
 
 
@@ -344,6 +346,7 @@ def _plan_on(
     sink_path: str | None,
     storage_options: Mapping[str, Any] | None,
     sink_after: Sink | None = None,
+    session_conf: Mapping[str, str] | None = None,
 ) -> Plan:
     builder = PlanBuilder(ckpt, target)
     why_log = f"batch {N} becomes the last batch"
@@ -367,6 +370,7 @@ def _plan_on(
         sink_path=sink_path,
         checkpoint=after,
         sink=sink_after,
+        session_conf=session_conf,
     )
     blocking = [f for f in report.findings if f.severity == "error"]
     if not report.verdict.restarts or blocking:

@@ -37,3 +37,26 @@ def test_a_stateful_async_gap_names_the_rollback_batch(tmp_path: Path) -> None:
     _plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
     reasons = [str(u) for u in unfixed if "LOG-ASYNC-GAP" in str(u)]
     assert reasons and f"ckptfix rollback {ckpt} --to-batch 2" in reasons[0], unfixed
+
+
+def test_rollback_takes_the_restarting_sessions_conf(tmp_path: Path) -> None:
+    """offsets without spark.sql.shuffle.partitions (Spark 2.1's, or edited): the audit after the rollback needs the
+    session's value, as `audit --conf` does; `rollback` had no --conf and refused whatever the user knew."""
+    import json
+
+    ckpt = extract("agg_hdfs", tmp_path)  # 2 partitions, offsets 0..4
+    for b in range(5):
+        path = ckpt / "offsets" / str(b)
+        lines = path.read_text().split("\n")
+        meta = json.loads(lines[1])
+        del meta["conf"]["spark.sql.shuffle.partitions"]
+        lines[1] = json.dumps(meta, separators=(",", ":"))
+        path.write_text("\n".join(lines))
+        (ckpt / "offsets" / f".{b}.crc").unlink(missing_ok=True)
+    runner = CliRunner()
+    args = ["rollback", str(ckpt), "--to-batch", "3", "--force"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and "CONF-SHUFFLE-PARTITIONS-NOT-RECORDED" in refused.output, refused.output
+    planned = runner.invoke(app, [*args, "--conf", "spark.sql.shuffle.partitions=2"])
+    assert planned.exit_code == 0, planned.output
+    assert "delete offsets/4" in planned.output
