@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
@@ -795,6 +795,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         ctx.progress.stage(f"state operator {op_id}: reading", total=None)
         ck.prefetch([rel for _, sc in checks for rel in sc.planned()])
         ctx.progress.stage(f"state operator {op_id}: verifying", total=len(checks))
+        results: list[tuple[int, StoreCheck, Problem]] = []
         for p, sc in checks:
             ctx.progress.advance()
             problem = sc.run()
@@ -802,8 +803,9 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 yield _as_finding(note)
             for what in sc.skipped:
                 yield Skipped(CHAIN.id, f"content not verified: {what}")
-            if problem is None:
-                continue
+            if problem is not None:
+                results.append((p, sc, problem))
+        for p, sc, problem in _partition_agnostic(op, results):
             if p in missing:
                 yield PARTITION_MISSING.finding(
                     f"{sc.store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails",
@@ -815,6 +817,33 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 yield _as_finding(problem, stage=70)
     if ctx.deep:
         yield from _deep_state(ctx)
+
+
+def _partition_agnostic(
+    op: OperatorDir, results: list[tuple[int, StoreCheck, Problem]]
+) -> list[tuple[int, StoreCheck, Problem]]:
+    """Where the same file of one store fails in several partitions (one edit broke them all: a conf, deleted
+    deltas), which partition's task fails first is a race (hunt 6 on 4.3: state/0/1, then state/0/2 in a rerun):
+    the predicted text then names the file below the partition directory only (``/1.delta does not exist``)."""
+    by_store: dict[str, list[tuple[int, Problem]]] = {}
+    for p, sc, problem in results:
+        by_store.setdefault(sc.store.store, []).append((p, problem))
+    common: dict[str, SparkError] = {}
+    for name, items in by_store.items():
+        forms = set()
+        for p, problem in items:
+            err, prefix = problem.spark_error, f"{op.rel}/{p}/"
+            if err is None or prefix not in err.message:
+                break
+            forms.add((err.exception, err.error_class, "/" + err.message.split(prefix, 1)[1], err.batch))
+        else:
+            if len(items) > 1 and len(forms) == 1:
+                exception, error_class, message, batch = forms.pop()
+                common[name] = SparkError(exception, error_class, message, batch)
+    return [
+        (p, sc, replace(problem, spark_error=common[sc.store.store]) if sc.store.store in common else problem)
+        for p, sc, problem in results
+    ]
 
 
 def _as_finding(problem: Problem, stage: int | None = None) -> Finding:

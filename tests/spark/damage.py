@@ -1347,6 +1347,17 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # one edit that breaks every store of two operators: Spark fails on the upstream operator (the highest id, the
+    # earlier stage) in whichever partition's task comes first (hunt 6: conf_provider_rocks, conf_provider_hdfs)
+    DamageCase(
+        "offset_latest_provider_rocksdb_two_operators",
+        "dedup_agg",
+        _set_latest_conf(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        ),
+        "dropDuplicates then an aggregation on HDFS state: offsets/L's providerClass set to RocksDB (.crc dropped)",
+    ),
     # one operator's state directory deleted in a query with two (damage hunt 4: D01)
     DamageCase(
         "state_first_operator_deleted",
