@@ -749,6 +749,10 @@ def _any_run(ckpt: Location, backup: Location, what: str) -> None:
         raise NoRun(f"{ckpt.url}: no ckptfix runs recorded (in {backup.url}): nothing {what}")
 
 
+def _same_url(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
 def _same_checkpoint(plan: Plan, ckpt: Location) -> None:
     if plan.checkpoint.rstrip("/") != ckpt.url.rstrip("/"):
         raise PlanError(f"expected a plan for {ckpt.url}, found one for {plan.checkpoint}")
@@ -896,8 +900,9 @@ def check_newest(runs: Runs, run_id: str, ckpt: Location, backup: Location) -> N
     wrote, so undoing ``run_id`` under it would leave files of both (a checkpoint no run ever saw)."""
     order = runs.run_ids()
     later = order[order.index(run_id) + 1 :] if run_id in order else []
-    newer = [(r, runs.info(r).status) for r in later]
-    newer = [(r, status) for r, status in newer if status != "undone"]
+    infos = [runs.info(r) for r in later]
+    # a backup directory shared by several checkpoints (--backup-dir) holds their runs too: only this one's count
+    newer = [(i.run_id, i.status) for i in infos if i.status != "undone" and _same_url(i.checkpoint, ckpt.url)]
     if not newer:
         return
     at = "" if backup.url == default_backup_url(ckpt.url) else f" --backup-dir {backup.url}"

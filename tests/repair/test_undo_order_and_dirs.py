@@ -178,3 +178,16 @@ def test_an_undo_killed_part_way_is_finished_by_undo(tmp_path: Path) -> None:
         pytest.fail("undo never finished")
     assert n > 6 + 2  # the restores, 6 directories, and the journal lines each were a crash point
     assert removals_cut >= 2  # killed after removing some of the run's directories, not all
+
+
+def test_a_newer_run_of_another_checkpoint_in_a_shared_backup_dir_does_not_block_undo(tmp_path: Path) -> None:
+    """`--backup-dir` shared by two checkpoints holds the runs of both: undoing A's run under B's newer one is
+    exact (they touch different checkpoints), so only A's own newer runs may refuse it."""
+    a, b, backup = tmp_path / "a", tmp_path / "b", tmp_path / "bk"
+    shutil.copytree(SAMPLE, a)
+    shutil.copytree(SAMPLE, b)
+    before = tree(a)
+    run_a = ckptfix.plan_state_delete(str(a), where="key IN (2, 4)").apply(backup_url=str(backup), idle_seconds=0)
+    ckptfix.plan_state_delete(str(b), where="key IN (2, 4)").apply(backup_url=str(backup), idle_seconds=0)
+    assert ckptfix.undo(str(a), run_a, backup_url=str(backup), force=True) == run_a
+    assert tree(a) == before
