@@ -808,7 +808,13 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         for p, sc, problem in _partition_agnostic(op, results):
             if p in missing:
                 yield PARTITION_MISSING.finding(
-                    f"{sc.store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails",
+                    f"{sc.store.rel} is missing (operator {op_id} has {n} partitions); loading version {N} fails"
+                    + (
+                        f"; {', '.join(f'{op.rel}/{x}' for x in extra)}, beyond the recorded partitions, may be it "
+                        "renamed: rename it back"
+                        if extra
+                        else ""
+                    ),
                     [Evidence(ck.display(sc.store.rel), expected="a directory", found="none"), *problem.evidence],
                     spark_error=problem.spark_error,
                     stage=70,

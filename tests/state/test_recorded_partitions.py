@@ -44,3 +44,14 @@ def test_a_directory_beyond_the_recorded_partitions_is_not_read(tmp_path: Path) 
     assert _rows(ckpt) == everything
     listing = list_state(str(ckpt))
     assert listing.ok and listing.operators[0].num_partitions == 2
+
+
+def test_a_renamed_partition_directory_is_named_as_the_missing_one(tmp_path: Path) -> None:
+    """`mv state/0/1 state/0/7`: the audit's missing partition 1 points at state/0/7 (a new user's trial: the fix
+    said only "restore it from a backup", and the extra directory was reported apart)."""
+    from ckptfix.audit import audit
+
+    ckpt = extract("agg_hdfs", tmp_path)
+    (ckpt / "state" / "0" / "1").rename(ckpt / "state" / "0" / "7")
+    found = next(f for f in audit(str(ckpt), "4.3").findings if f.rule_id == "STATE-PARTITION-MISSING")
+    assert "state/0/7, beyond the recorded partitions, may be it renamed" in found.message
