@@ -87,6 +87,13 @@ def rebuild_hint(sel: Selection, exc: FormatError, checkpoint: str) -> str | Non
     to the version, and a damaged SST (an older zip may list the same file)."""
     if sel.from_snapshot is not None:
         return None
+    if "/SSTs/" in exc.path and exc.kind in ("missing-file", "sst-size", "corrupt-sst"):
+        # an older zip may list the same table: the audit decides, and repair rebuilds where it can
+        return (
+            f"`ckptfix audit {shlex.quote(checkpoint)}` says whether `ckptfix repair` can write version "
+            f"{sel.version} again from an older zip and the changelogs after it (changelog checkpointing); else "
+            "restore the SST from a backup"
+        )
     for part in sel.partitions:
         for store in sel.op.partitions.get(part, {}).values():
             try:

@@ -299,3 +299,15 @@ def test_a_missing_plan_file_is_named_first() -> None:
         "ckptfix: error: /nonexistent/plan.json: expected a plan file (written by `ckptfix repair --plan-out`), "
         "found no such file\n"
     )
+
+
+def test_a_missing_sst_names_the_audit_that_decides_the_repair(tmp_path: Path) -> None:
+    """samples/rocksdb-changelog with the SST of partition 0's 12.zip deleted: the read stopped at it with nothing
+    after (a new user's trial); the audit says whether `repair` writes the version again (here it can: 9.zip and
+    the changelogs after it are there)."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog", ckpt)
+    sst = "000012-13ff46f1-a2d6-457b-85f4-0b6ba223f1e6.sst"
+    (ckpt / "state/0/0/SSTs" / sst).unlink()
+    line = one_line_error(run("state", "read", str(ckpt)), sst)
+    assert f"`ckptfix audit {ckpt}` says whether `ckptfix repair` can write version 12 again" in line, line
