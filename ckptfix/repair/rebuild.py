@@ -84,7 +84,8 @@ def rebuild_hint(sel: Selection, exc: FormatError, checkpoint: str) -> str | Non
     without it (an older snapshot plus the deltas/changelogs after it, all there), the ``state rebuild``
     command that writes a new snapshot of the version that way. None where rebuild cannot help: a damaged
     delta or changelog (rebuild refuses), a snapshot asked for with ``--from-snapshot``, no other chain
-    to the version, and a damaged SST (an older zip may list the same file)."""
+    to the version. For a missing or damaged SST (an older zip may list the same file), the audit that decides
+    whether ``repair`` can write the version again."""
     if sel.from_snapshot is not None:
         return None
     if "/SSTs/" in exc.path and exc.kind in ("missing-file", "sst-size", "corrupt-sst"):
