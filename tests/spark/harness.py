@@ -65,7 +65,9 @@ def scrub_machine_paths(text: str) -> str:
     ``.../lib/pythonX.Y/site-packages`` (Python tracebacks through py4j) become placeholders. The callers replace
     their own scratch dir and the checkout first."""
     text = re.sub(r"/tmp/spark-[0-9a-f-]+", "<spark-local-dir>", text)
-    return re.sub(r"(?:<repo>)?/[^\s\"'<>]*/lib/python3\.[0-9]+/site-packages", "<site-packages>", text)
+    text = re.sub(r"(?:<repo>)?/[^\s\"'<>]*/lib/python3\.[0-9]+/site-packages", "<site-packages>", text)
+    # an absolute path that :func:`trim_text` cut before its end, so the patterns above could not see it whole
+    return re.sub(r"(?<![\w<>])/[^\s\"'<>]* …\[trimmed\]$", "<path> …[trimmed]", text)
 
 
 # --------------------------------------------------------------------------------------------- errors
