@@ -371,7 +371,7 @@ def test_hadoop_qualified_file_url_is_a_local_path(tmp_path: Path) -> None:
 
 
 def test_a_percent_encoded_file_url_names_the_directory_spark_logged(tmp_path: Path) -> None:
-    """Spark logs `file:/tmp/with%20space/ck%20pt`; a new user pasted it and got "no such file or directory"."""
+    """Spark logs `file:/data/with%20space/ck%20pt`; a new user pasted it and got "no such file or directory"."""
     d = tmp_path / "with space"
     d.mkdir()
     (d / "x").write_bytes(b"hi")
