@@ -20,6 +20,7 @@ from ckptfix.repair import engine
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan, PlanError, loads
 from ckptfix.storage import Location
+from tests.support.cli import run_cli as _cli
 from tests.support.trees import hadoop_crc, tree
 from tests.unit.realckpt import sample_checkpoint
 
@@ -177,15 +178,6 @@ def test_plan_files_are_validated(ckpt: Path, tmp_path: Path) -> None:
     run = engine.apply(plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True)
     with pytest.raises(PlanError, match=f"expected a plan for {other}, found one for {ckpt}"):
         engine.undo(loc_other, Location(str(ckpt / "_ckptfix")), run)
-
-
-def _cli(*args: str, crash_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != engine.CRASH_ENV}
-    if crash_after is not None:
-        env[engine.CRASH_ENV] = str(crash_after)
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, env=env, timeout=120
-    )
 
 
 def test_a_crash_after_any_write_is_resumed_or_undone(tmp_path: Path) -> None:

@@ -14,8 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +27,7 @@ from ckptfix.cli.main import app
 from ckptfix.errors import PlanError
 from ckptfix.repair import engine
 from ckptfix.storage import Location
+from tests.support.cli import run_cli as _cli
 from tests.support.trees import directories, tree
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog"
@@ -105,15 +104,6 @@ def test_undo_refuses_to_skip_a_newer_run(ckpt: Path) -> None:
     assert ckptfix.undo(str(ckpt), put, idle_seconds=0) == put
     assert ckptfix.undo(str(ckpt), deleted, idle_seconds=0) == deleted
     assert keys(ckpt) == [0, 1, 2, 3, 4]
-
-
-def _cli(*args: str, crash_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != engine.CRASH_ENV}
-    if crash_after is not None:
-        env[engine.CRASH_ENV] = str(crash_after)
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, env=env, timeout=120
-    )
 
 
 def test_undo_of_a_repartition_removes_the_directories_it_created(ckpt: Path) -> None:
