@@ -392,35 +392,55 @@ def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -
     def load(step: Step) -> tuple[Any, Any, Any] | None:
         return step_slices(ckpt, step, codec_name, sidecars, rocks)
 
-    base = None
-    if chain.base is not None:
-        base = load(chain.base)
-        if base is None:
-            return None
-    loaded = []
+    # The deltas are folded in one at a time, oldest first, into the keys seen so far (in order of
+    # their first record, removed ones kept as tombstones: a dict's order, as hdfs_pairs gives it) and
+    # each key's last value, so the store's state plus one file is held at once, never the whole chain
+    keys: Any = None
+    values: Any = None
+    live: Any = None
     for step in chain.steps:
         one = load(step)
         if one is None:
             return None
-        loaded.append(one)
-    segments: list[tuple[Any, Any]] = []
-    decided = None
-    if loaded:
-        keys = pa.concat_arrays([k for k, _, _ in loaded])
-        values = pa.chunked_array([v for _, v, _ in loaded])
-        ops = np.concatenate([o for _, _, o in loaded])
-        last, decided = _last_writes(keys)
-        last = last[ops[last] != OP_DELETE]
-        if rocks:  # RocksDB iterates in bytewise key order
-            last = last[numpy_of(pc.sort_indices(keys.take(arrow_of(last))))]
+        step_keys, step_values, ops = one
+        last, distinct = _last_writes(step_keys)
+        del step_keys
         take = arrow_of(last)
-        segments.append((keys.take(take), values.take(take).combine_chunks()))
-    if base is not None:
-        keys, values, _ = base
-        if decided is not None and len(decided):
-            keep = arrow_of(np.flatnonzero(~numpy_of(pc.is_in(keys, value_set=decided))))
-            keys, values = keys.take(keep), values.take(keep)
-        segments.append((keys, values))
+        step_values = step_values.take(take)
+        step_live = ops[last] != OP_DELETE
+        del ops, last, take
+        if keys is None:
+            keys, values, live = distinct, step_values, step_live
+            continue
+        at = numpy_of(pc.fill_null(pc.index_in(distinct, value_set=keys), -1)).astype(np.int64)
+        seen = at >= 0
+        n = len(keys)
+        pick = np.arange(n + int((~seen).sum()), dtype=np.int64)
+        fresh = np.flatnonzero(~seen)
+        pick[at[seen]] = n + np.flatnonzero(seen)
+        pick[n:] = n + fresh
+        values = pa.chunked_array([values, step_values]).take(arrow_of(pick)).combine_chunks()
+        live[at[seen]] = step_live[seen]
+        live = np.concatenate([live, step_live[fresh]])
+        if len(fresh):
+            keys = pa.concat_arrays([keys, distinct.take(arrow_of(fresh))])
+        del distinct, step_values, step_live, at, seen, pick, fresh
+    segments: list[tuple[Any, Any]] = []
+    if keys is not None:
+        kept = np.flatnonzero(live)
+        if rocks:  # RocksDB iterates in bytewise key order
+            kept = kept[numpy_of(pc.sort_indices(keys.take(arrow_of(kept))))]
+        take = arrow_of(kept)
+        segments.append((keys.take(take), values.take(take)))
+    if chain.base is not None:
+        base = load(chain.base)
+        if base is None:
+            return None
+        base_keys, base_values, _ = base
+        if keys is not None and len(keys):
+            keep = arrow_of(np.flatnonzero(~numpy_of(pc.is_in(base_keys, value_set=keys))))
+            base_keys, base_values = base_keys.take(keep), base_values.take(keep)
+        segments.append((base_keys, base_values))
     return segments
 
 
