@@ -5,3 +5,10 @@ pytest_plugins = ["tests.support.s3", "tests.support.emulators", "tests.support.
 # property tests assert results, never speed: no per-example deadline (a loaded CI machine is not a failure)
 settings.register_profile("ckptfix", deadline=None)
 settings.load_profile("ckptfix")
+
+
+def pytest_sessionstart(session: object) -> None:
+    """The CLI's fork server (tests/support/cli.py), forked before any test has run in this process."""
+    from tests.support import cli
+
+    cli.start_server()

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD = ROOT / "tests" / "fixtures" / "spark-resources-text" / "checkpoint-version-2.1.0"
@@ -17,9 +18,7 @@ OLD = ROOT / "tests" / "fixtures" / "spark-resources-text" / "checkpoint-version
 
 def inspect(path: Path, *args: str, columns: int = 200) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix", "inspect", str(path), *args], capture_output=True, text=True, env=env
-    )
+    return run_cli("inspect", str(path), *args, env=env)
 
 
 def test_legacy_defaults_and_session_values() -> None:

@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from ckptfix.storage import Location
+from tests.support.cli import run_cli
 from tests.support.emulators import CLOUD_ENV, ObjectStore
 from tests.support.trees import tree
 
@@ -57,9 +57,7 @@ def local(*args: str) -> subprocess.CompletedProcess[str]:
 
 def ckptfix(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {**{k: v for k, v in os.environ.items() if k not in CLOUD_ENV}, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix", *args], capture_output=True, text=True, timeout=300, env=env, cwd=REPO
-    )
+    return run_cli(*args, env=env, cwd=REPO)
 
 
 def same_as_local(

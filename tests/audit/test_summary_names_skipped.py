@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
+
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,12 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_summary_counts_skipped_checks(tmp_path: Path) -> None:
     with tarfile.open(ROOT / "tests/fixtures/matrix/4.3.0/filesink.tar.gz") as tar:  # stateless: no state checked
         tar.extractall(tmp_path, filter="data")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", "audit", str(tmp_path / "ckpt")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("audit", str(tmp_path / "ckpt"))
     assert proc.returncode == 0, proc.stderr
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped ")]
     assert len(skipped) == 1 and skipped[0].startswith("skipped STATE-DIR-MISSING: state/ is empty or absent")
@@ -28,21 +24,14 @@ def test_the_summary_counts_skipped_checks(tmp_path: Path) -> None:
 
 
 def test_a_summary_without_skipped_checks_says_nothing_of_them() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", "audit", str(ROOT / "samples" / "rocksdb-changelog")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("audit", str(ROOT / "samples" / "rocksdb-changelog"))
     assert proc.returncode == 0 and "skipped" not in proc.stdout + proc.stderr
     assert proc.stderr.strip().startswith("0 errors, 0 warnings, 0 info; read ")
 
 
 def test_rules_shows_the_rules_named() -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ckptfix.cli.main", "rules", *args], capture_output=True, text=True, timeout=120
-        )
+        return run_cli("rules", *args)
 
     one = cli("log-async-gap", "STATE-CHAIN-INCOMPLETE", "--format", "json")
     assert one.returncode == 0

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ckptfix.errors import FormatError
 from ckptfix.formats import commitlog, metadata, offsetlog
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "async-sparse"
@@ -61,9 +61,7 @@ def test_parsers_raise_format_error(tmp_path: Path, name: str) -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
+    return run_cli(*args, cwd=ROOT)
 
 
 ACCEPTED = {  # (file, old, new) -> the value Spark reads (json4s' Long extraction)

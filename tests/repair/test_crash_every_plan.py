@@ -9,8 +9,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from ckptfix.repair.rollback import plan_rollback
 from ckptfix.repair.surgery import plan_state_delete, plan_state_put
 from ckptfix.storage import Location
 from tests.repair.test_fixes_logs import ROUND_TRIPS, extract
+from tests.support.cli import run_cli
 from tests.support.trees import directories, tree
 from tests.unit.realckpt import sample_checkpoint
 
@@ -116,14 +115,7 @@ SAMPLED = {
 
 
 def _apply_crashing(plan_file: Path, n: int) -> int:
-    env = {**os.environ, engine.CRASH_ENV: str(n)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", "apply", str(plan_file), "--force"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("apply", str(plan_file), "--force", crash_after=n)
     assert proc.returncode in (0, KILLED), proc.stderr
     return proc.returncode
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.repair.planning import plan_repair
 from ckptfix.storage import Location
 from tests.spark.damage import CASES
+from tests.support.cli import run_cli
 from tests.support.trees import hadoop_crc, s3_tree, tree
 from tests.unit.realckpt import sample_checkpoint
 
@@ -547,9 +547,7 @@ def test_apply_then_undo_on_s3(tmp_path: Path, s3_bucket: Any, name: str) -> Non
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args)
 
 
 def test_cli_accept_edits_changes_the_plan(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,14 +17,13 @@ from pathlib import Path
 import pytest
 
 from ckptfix.audit import audit
+from tests.support.cli import run_cli
 
 MATRIX = Path(__file__).resolve().parents[1] / "fixtures" / "matrix"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=180
-    )
+    return run_cli(*args)
 
 
 def _digest(root: Path) -> dict[str, str]:

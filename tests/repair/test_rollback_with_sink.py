@@ -23,6 +23,7 @@ from ckptfix.cli.main import app
 from ckptfix.repair import engine
 from ckptfix.repair.rollback import plan_rollback
 from ckptfix.storage import Location
+from tests.support.cli import run_cli
 from tests.support.trees import tree
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -268,8 +269,6 @@ def test_a_kill_at_any_write_of_either_run_is_recovered(spark: Any, tmp_path: Pa
     sha256-identical to an uninterrupted rollback's, with no stray ckptfix temp file."""
     import shutil
     import signal
-    import subprocess
-    import sys
 
     ckpt, out = _write_sink(spark, tmp_path / "work")  # the sink's log names absolute paths: restored in place
     _age(ckpt)
@@ -293,13 +292,7 @@ def test_a_kill_at_any_write_of_either_run_is_recovered(spark: Any, tmp_path: Pa
     n, killed = 1, 0
     while True:
         ckpt, out, cmd = fresh(f"kill-{n}")
-        child = subprocess.run(
-            [sys.executable, "-m", "ckptfix", *cmd, "--apply", "--force"],
-            env={**os.environ, engine.CRASH_ENV: str(n)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        child = run_cli(*cmd, "--apply", "--force", crash_after=n)
         if child.returncode == 0:
             break  # n is past the last write
         assert child.returncode == -signal.SIGKILL, child.stderr[-1500:]

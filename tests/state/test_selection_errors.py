@@ -5,11 +5,11 @@ checkpoint has, exit 2 (before: a ``FormatError`` "at byte 0" on a file that was
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ROCKS = ROOT / "samples" / "rocksdb-changelog"
@@ -33,31 +33,20 @@ ROCKS = ROOT / "samples" / "rocksdb-changelog"
 @pytest.mark.parametrize("command", ["read", "changes"])
 def test_state_that_is_not_there_is_a_usage_error(ckpt: Path, args: list[str], message: str, command: str) -> None:
     extra = ["--from", "0"] if command == "changes" else []
-    argv = [sys.executable, "-m", "ckptfix.cli.main", "state", command, str(ckpt), *extra, *args]
-    proc = subprocess.run([*argv, "--format", "json"], capture_output=True, text=True, timeout=120)
+    proc = run_cli("state", command, str(ckpt), *extra, *args, "--format", "json")
     assert proc.returncode == 2
     assert json.loads(proc.stdout)["error"] == {"kind": "UsageError", "message": message}
 
 
 @pytest.mark.parametrize("jobs", ["0", "-2"])
 def test_jobs_below_one_is_refused(jobs: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", "state", "read", str(ROCKS), "--jobs", jobs],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("state", "read", str(ROCKS), "--jobs", jobs)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"ckptfix: error: --jobs: expected at least 1, found '{jobs}'"
 
 
 def test_a_version_after_the_last_commit_is_named_as_a_version() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", "state", "read", str(ROCKS), "--version", "13"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("state", "read", str(ROCKS), "--version", "13")
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith(
         "ckptfix: error: version 13 is the state after batch 12, which is not committed (last committed batch: 11, "

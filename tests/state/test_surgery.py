@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ckptfix.repair.surgery import SurgeryRefused, plan_state_delete, plan_state
 from ckptfix.state import edits
 from ckptfix.state.read import read_state
 from ckptfix.storage import Location
+from tests.support.cli import run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.2.1"
 #: the fixture's query: groupBy(key).agg(count, sum) over keys k0..k5, 3 shuffle partitions, 8 batches
@@ -39,13 +39,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    return run_cli(*args, env={**os.environ, "COLUMNS": "200"})
 
 
 def state(ckpt: Path) -> dict[str, tuple[dict[str, object], int]]:

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.unit.realckpt import sample_checkpoint
 
 COMMANDS = [["inspect"], ["audit"], ["audit", "--deep"], ["audit", "--target-spark", "3.5"], ["rules"]]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args)
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=" ".join)

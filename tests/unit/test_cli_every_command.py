@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ckptfix.cli.main import command_names
 from tests.repair.test_fixes_logs import extract
+from tests.support.cli import run_cli
 from tests.unit.realckpt import sample_checkpoint
 
 PROGRESS = Path(__file__).resolve().parents[1] / "fixtures" / "progress" / "spark-4.3.0" / "agg_hdfs" / "progress.json"
@@ -61,13 +60,7 @@ def test_command_prints_in_every_format(command: str, fmt: str, tmp_path: Path) 
     agg, _ = extract("agg_hdfs", tmp_path / "x")
     values = {"sample": str(sample_checkpoint()), "agg": str(agg), "tmp": str(tmp_path)}
     args = [*command.split(), *(a.format(**values) for a in ARGS[command]), "--format", fmt]
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "COLUMNS": "120"},
-    )
+    proc = run_cli(*args, env={**os.environ, "COLUMNS": "120"})
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode in ((2,) if command in REFUSED else (0, 1)), proc.stderr
     if fmt == "jsonl":

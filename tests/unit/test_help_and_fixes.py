@@ -22,17 +22,12 @@ from ckptfix.audit import RULES
 from ckptfix.audit.targets import SUPPORTED
 from ckptfix.cli.main import command_names as registered
 from ckptfix.repair.fixes import PLANNERS, STRATEGIES
+from tests.support.cli import run_cli
 from tests.unit.realckpt import sample_checkpoint
 
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "250", **env},
-    )
+    return run_cli(*args, env={**os.environ, "COLUMNS": "250", **env})
 
 
 @cache

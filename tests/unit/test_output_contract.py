@@ -19,6 +19,7 @@ import pytest
 
 from ckptfix.cli.main import command_names as registered
 from tests.repair.test_fixes_logs import extract
+from tests.support.cli import run_cli
 from tests.unit.realckpt import ROOT, sample_checkpoint
 from tests.unit.test_cli_every_command import ARGS
 
@@ -58,14 +59,7 @@ def validate(doc: Any, kind: str) -> None:
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        input=stdin,
-        env={**os.environ, "COLUMNS": "120"},
-    )
+    return run_cli(*args, stdin=stdin, env={**os.environ, "COLUMNS": "120"})
 
 
 @pytest.fixture(scope="module")
@@ -149,14 +143,7 @@ PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreP
 def piped(*args: str, **env: str) -> str:
     """stdout of a command whose stdout is a pipe and no stream a terminal (rich's own choice there: 80 columns)."""
     environ = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | env
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args],
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=environ,
-        timeout=120,
-    ).stdout
+    return run_cli(*args, env=environ).stdout
 
 
 def test_a_pipe_gets_whole_table_rows_and_columns_is_honoured() -> None:

@@ -8,21 +8,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from ckptfix.audit import RULES
+from tests.support.cli import run_cli
 from tests.unit.realckpt import sample_checkpoint
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    return run_cli(*args, env={**os.environ, "COLUMNS": "200"})
 
 
 def test_a_path_with_brackets_is_printed_whole(tmp_path: Path) -> None:

@@ -7,18 +7,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.unit.realckpt import sample_checkpoint
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *args], capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args)
 
 
 @pytest.mark.parametrize("command", [["history"], ["undo"], ["apply", "--resume"]])
@@ -87,13 +85,7 @@ def test_a_directory_of_a_checkpoint_names_the_checkpoint(tmp_path: Path) -> Non
 def test_an_empty_path_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
     """``''`` is not the current directory (run from inside a checkpoint, it would audit that one)."""
     shutil.copytree(sample_checkpoint(), tmp_path / "ckpt")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *command, ""],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path / "ckpt",
-    )
+    proc = run_cli(*command, "", cwd=tmp_path / "ckpt")
     assert proc.returncode == 2, proc.stdout
     assert proc.stderr == "ckptfix: error: expected a location (a path or URL), found an empty string\n"
     assert proc.stdout == ""
