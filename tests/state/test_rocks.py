@@ -330,14 +330,14 @@ def test_corrupt_manifest(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("evil", ["../evil", "/abs", "a/b", "a\\b", "C:evil", "..", "sub/../../evil"])
 def test_zip_slip_is_rejected_before_anything_is_written(evil: str, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
+    work = tmp_path / "outer" / "work"  # every relative name above lands inside tmp_path: that tree is watched
+    work.mkdir(parents=True)
     good = members_of((PLAIN / "4.zip").read_bytes())
     data = rezip([good[0], (evil, b"pwned"), *good[1:]])
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         info = zf.infolist()[1]
     assert info.filename == evil  # the name really is stored as crafted
-    before = tree(tmp_path.parent)
+    before = tree(tmp_path)
     with pytest.raises(FormatError) as err:
         RocksSnapshot.materialize(data, "ckpt/4.zip", sst_bytes(PLAIN), workdir=str(work))
     e = err.value
@@ -349,7 +349,7 @@ def test_zip_slip_is_rejected_before_anything_is_written(evil: str, tmp_path: Pa
     )
     assert e.found == repr(evil)
     assert list(work.iterdir()) == []
-    assert tree(tmp_path.parent) == before
+    assert tree(tmp_path) == before
     assert not Path("/abs").exists()
 
 
