@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 from ckptfix import layout
 from ckptfix.audit.context import AuditContext
@@ -28,6 +29,8 @@ from ckptfix.checkpoint import OperatorDir
 from ckptfix.errors import CkptfixError, FormatError
 from ckptfix.formats import opmeta
 from ckptfix.formats import schema as schema_format
+from ckptfix.formats.text import preview
+from ckptfix.formats.unsaferow import spark_json_message, spark_json_rejects, spark_json_text
 from ckptfix.storage import Location, split_url, uri_forms
 
 SCHEMA_PATH = define(
@@ -59,7 +62,10 @@ SCHEMA_FILE_BAD = define(
     "schema, v1/v2) of every operator but transformWithState, and the schema files (v3, state/<op>/_stateSchema/...) "
     "a transformWithState operator's metadata names (not the older ones it no longer names). A damaged one fails: cut "
     "short, with EOFException (recorded on 3.5.9-4.2.1 and 4.3), otherwise with a JSON error; a v3 file the metadata "
-    "names and that is missing, with FileNotFoundException (seen on 4.3). A missing v1/v2 file is written again.",
+    "names and that is missing, with FileNotFoundException (seen on 4.3). A file whose JSON names no Spark data type "
+    "(a type name or a key edited) fails too: v1/v2 in StructType.fromString with UNSUPPORTED_DATATYPE (recorded on "
+    "3.5.9-4.3), v3 on 4.3 with INVALID_JSON_DATA_TYPE (4.0.5-4.2.1 do not read it at a restart: a warning there). "
+    "A missing v1/v2 file is written again.",
     "Restore the schema file from a backup. A v1/v2 file (state/<op>/0/<store>/_metadata/schema) may also be moved "
     "out of the checkpoint with its .schema.crc: Spark then writes the query's schemas there, without comparing them "
     "with the state's (make sure the query is unchanged).",
@@ -109,7 +115,7 @@ def _unreadable(ctx: AuditContext, rel: str, data: bytes, why: str) -> Iterator[
     """The finding for a schema file the restart reads (``rel``, checkpoint-relative), when it does not parse."""
     ck = ctx.ckpt
     try:
-        schema_format.parse(data, ck.display(rel))
+        model = schema_format.parse(data, ck.display(rel))
     except FormatError as exc:
         evidence = [Evidence(ck.display(rel), exc.offset, exc.expected, exc.found)]
         if exc.kind == "trailing-bytes":  # Spark reads the schemas and stops: what follows is never read
@@ -125,6 +131,50 @@ def _unreadable(ctx: AuditContext, rel: str, data: bytes, why: str) -> Iterator[
             spark_error=replace(unreadable_error(exc, rel), batch=ctx.next_batch),
             stage=63,
         )
+        return
+    for what, obj in _type_jsons(model):
+        rejected = spark_json_rejects(obj)
+        if rejected is None:
+            continue
+        shown = preview(spark_json_text(rejected))
+        evidence = [Evidence(ck.display(rel), None, f"the {what} as a Spark data type", shown)]
+        if isinstance(model, schema_format.SchemaV3):
+            # read with DataType.fromJson at a restart by 4.3 only: 4.0.5-4.2.1 restart with the same file and
+            # correct results (recorded: schema_v3_type_name_flipped)
+            if not ctx.target.at_least(4, 3):
+                yield SCHEMA_FILE_BAD.finding(
+                    f"{rel}: its {what} is JSON, but Spark reads no data type from {shown}; Spark "
+                    f"{ctx.target.label} does not read it at a restart, 4.3 does and fails; {why}",
+                    evidence,
+                    severity="warning",
+                )
+                return
+            error = SparkError(None, "INVALID_JSON_DATA_TYPE", spark_json_message(rejected), batch=ctx.next_batch)
+        else:  # StructType.fromString: DataType.fromJson, then the legacy parser, whose error shows the whole schema
+            error = SparkError(
+                "org.apache.spark.SparkIllegalArgumentException",
+                "UNSUPPORTED_DATATYPE",
+                f"Unsupported data type {spark_json_text(obj)}",
+                batch=ctx.next_batch,
+            )
+        yield SCHEMA_FILE_BAD.finding(
+            f"{rel} cannot be read: its {what} is JSON, but Spark reads no data type from {shown}; {why}",
+            evidence,
+            spark_error=error,
+            stage=63,
+        )
+        return
+
+
+def _type_jsons(model: schema_format.StateSchema) -> Iterator[tuple[str, Any]]:
+    """(what, JSON value) of every schema a state schema file holds, in the order Spark reads them."""
+    if isinstance(model, schema_format.SchemaV3):
+        for cf in model.column_families:
+            yield f"column family {cf.name}'s key schema", cf.key_schema
+            yield f"column family {cf.name}'s value schema", cf.value_schema
+        return
+    yield "key schema", model.key_schema
+    yield "value schema", model.value_schema
 
 
 def _store_schemas(ctx: AuditContext, op: OperatorDir) -> Iterator[Finding]:

@@ -363,6 +363,78 @@ def parse_type(obj: Any, path: str = "<schema>") -> DataType:
     raise bad("a struct, array or map type", obj, kind="unsupported-type")
 
 
+#: type names ``DataType.fromJson`` takes on Spark 3.5.9-4.3.0 (recorded: tests/fixtures/datatype_json.json)
+_SPARK_NAMES = frozenset(_ATOMIC) | {"decimal", "timestamp_ltz", "interval", "variant"}
+#: name families some Spark version takes (decimal, char/varchar, ANSI intervals, collations 4.0+, time 4.1+,
+#: geospatial 4.1+): whether one is valid depends on its arguments and the version, which this check leaves alone
+_SPARK_FAMILIES = re.compile(
+    r"(decimal|char|varchar|time|geometry|geography)\s*\(|interval |string collate |geometry\Z|geography\Z"
+)
+#: the exact key sets of the JSON objects ``DataType.parseDataType`` / ``parseStructField`` match (json4s
+#: ``JSortedObject``: no key more, none less)
+_SPARK_OBJECTS = {
+    "array": frozenset({"type", "elementType", "containsNull"}),
+    "map": frozenset({"type", "keyType", "valueType", "valueContainsNull"}),
+    "struct": frozenset({"type", "fields"}),
+}
+_UDT_KEYS = (
+    frozenset({"type", "class", "pyClass", "sqlType"}),
+    frozenset({"type", "pyClass", "serializedClass", "sqlType"}),
+)
+_FIELD_KEYS = (frozenset({"name", "type", "nullable", "metadata"}), frozenset({"name", "type", "nullable"}))
+
+
+def spark_json_rejects(obj: Any) -> Any | None:
+    """The part of a type's JSON value that Spark's ``DataType.fromJson`` fails on (``Failed to convert the JSON
+    string '<it>' to a data type``, recorded on 3.5.9-4.3.0), or None: Spark reads it, or whether it does depends
+    on what this check does not decide (a decimal's precision, a collation's name, the Spark version)."""
+    if isinstance(obj, str):
+        return None if obj in _SPARK_NAMES or _SPARK_FAMILIES.match(obj) else obj
+    if not isinstance(obj, dict):
+        return obj
+    kind, keys = obj.get("type"), frozenset(obj)
+    if kind == "udt" and keys in _UDT_KEYS:
+        return None
+    if not isinstance(kind, str) or _SPARK_OBJECTS.get(kind) != keys:
+        return obj
+    if kind in ("array", "map"):
+        if not isinstance(obj["containsNull" if kind == "array" else "valueContainsNull"], bool):
+            return obj
+        for inner_type in (obj["elementType"],) if kind == "array" else (obj["keyType"], obj["valueType"]):
+            inner = spark_json_rejects(inner_type)
+            if inner is not None:
+                return inner
+        return None
+    if not isinstance(obj["fields"], list):
+        return obj
+    for f in obj["fields"]:
+        if (
+            not isinstance(f, dict)
+            or frozenset(f) not in _FIELD_KEYS
+            or not isinstance(f["name"], str)
+            or not isinstance(f["nullable"], bool)
+            or not isinstance(f.get("metadata", {}), dict)
+        ):
+            return f
+        inner = spark_json_rejects(f["type"])
+        if inner is not None:
+            return inner
+    return None
+
+
+def spark_json_message(rejected: Any, spark4: bool = True) -> str:
+    """Spark's message for a value :func:`spark_json_rejects` names (recorded): ``Failed to convert the JSON string
+    '<it>' to a data type.``, on 3.5 ``... to a field.`` for a struct field; the value as json4s renders it
+    (``compact(render(...))``: a string as it is, anything else as compact JSON, keys in the file's order)."""
+    field = not spark4 and isinstance(rejected, dict) and ("name" in rejected or "nullable" in rejected)
+    return f"Failed to convert the JSON string '{spark_json_text(rejected)}' to a {'field' if field else 'data type'}."
+
+
+def spark_json_text(value: Any) -> str:
+    """A JSON value as json4s ``compact(render(...))`` shows it: a string as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _flag(obj: dict[str, Any], key: str, path: str) -> bool:
     value = obj.get(key, True)
     if not isinstance(value, bool):

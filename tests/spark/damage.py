@@ -798,6 +798,31 @@ def _schema_damaged(rel: str, damage: str) -> Callable[[Path], None]:
     return apply
 
 
+def _schema_text_edited(where: str, old: bytes, new: bytes) -> Callable[[Path], None]:
+    """Replace the first ``old`` in a state schema file by ``new`` of the same length (the lengths the file records
+    stay right: a flipped byte, or a hand edit of that size), its .crc dropped. ``where``: ``v2`` for
+    state/0/0/_metadata/schema, ``v3`` for the newest file under state/0/_stateSchema/default."""
+
+    def apply(ckpt: Path) -> None:
+        if where == "v2":
+            path = ckpt / "state/0/0/_metadata/schema"
+        else:
+            files = sorted(
+                (ckpt / "state/0/_stateSchema/default").glob("[0-9]*"), key=lambda p: int(p.name.split("_")[0])
+            )
+            if not files:
+                raise SkipCase("no state/0/_stateSchema/default files")
+            path = files[-1]
+        if not path.exists():
+            raise SkipCase(f"no {path.relative_to(ckpt)}")
+        data = path.read_bytes()
+        if old not in data or len(old) != len(new):
+            raise SkipCase(f"{path.relative_to(ckpt)} holds no {old!r}")
+        rewrite(path, data.replace(old, new, 1), drop_crc=True)
+
+    return apply
+
+
 def _rocksdb_changelog_missing(ckpt: Path) -> None:
     """Delete a changelog newer than the newest zip of partition 0's store (deleting the newest zip first when
     it already covers the latest version, so that the changelog is needed)."""
@@ -1413,6 +1438,27 @@ _CASES = [
         "agg_hdfs",
         _schema_damaged("state/0/0/_metadata/schema", "appended"),
         "9 bytes appended to state/0/0/_metadata/schema after its schemas, its .crc dropped (never read)",
+    ),
+    # a schema file whose JSON still parses but names no Spark type, or lacks a key Spark reads (damage hunt 6)
+    DamageCase(
+        "schema_type_name_flipped",
+        "agg_hdfs",
+        _schema_text_edited("v2", b'"type":"long"', b'"type":"lonf"'),
+        "state/0/0/_metadata/schema: the first type name 'long' flipped to 'lonf', its .crc dropped",
+    ),
+    DamageCase(
+        "schema_fields_key_flipped",
+        "agg_hdfs",
+        _schema_text_edited("v2", b'"fields":', b'"fielcs":'),
+        "state/0/0/_metadata/schema: the key schema's 'fields' key flipped to 'fielcs', its .crc dropped",
+    ),
+    DamageCase(
+        "schema_v3_type_name_flipped",
+        "tws_pandas",
+        _schema_text_edited("v3", b'"type":"string"', b'"type":"stxing"'),
+        "transformWithStateInPandas: the newest v3 schema file's first type name 'string' flipped to 'stxing', its "
+        ".crc dropped",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     # operator metadata and schema files (damage hunt 4, 2026-11-27: J05/D03, J01, J26 on 4.3)
     # checkpoint format v2: 4.2+ auto snapshot repair loads an older zip through the changelogs' lineages (damage
