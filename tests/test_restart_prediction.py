@@ -200,8 +200,15 @@ def test_recorded_outcome_matches_audit(version: str, name: str, tmp_path: Path)
     assert_agreement(case, target, report, rec["ok"], rec["text"], rec.get("correct"), rec.get("detail", ""))
 
 
+#: the recorded versions whose cases also run on S3. The S3 side reads the same files through another file system
+#: (no Hadoop .crc semantics, object listings); what differs between Spark versions is in the files, and the live
+#: test runs every 4.3 case on S3 too. 3.5.9 is the other major version's layout (each case on S3 costs an upload
+#: to moto: about 2.5 s, a third of the suite's time when every recorded version ran)
+S3_RECORDED = ("3.5.9",)
+
+
 @pytest.mark.s3
-@pytest.mark.parametrize(("version", "name"), _recorded_params())
+@pytest.mark.parametrize(("version", "name"), [p for p in _recorded_params() if p.values[0] in S3_RECORDED])
 def test_recorded_outcome_matches_audit_on_s3(version: str, name: str, tmp_path: Path, s3_bucket: Any) -> None:
     """The same checkpoint uploaded to moto's S3 server gets the same verdict."""
     case, target, rec, ckpt, output_dir = _recorded(version, name, tmp_path)
@@ -224,6 +231,7 @@ def test_catalogue_is_consistent() -> None:
         assert case.versions <= set(SUPPORTED), case.name
         if case.expect_rule_versions is not None:
             assert case.expect_rule_versions <= case.versions, case.name
+    assert set(S3_RECORDED) <= set(RECORDED), "a version whose cases run on S3 has no recorded outcomes"
     labels = [_label(v) for v in RECORDED]
     assert len(labels) == len(set(labels)), f"two recorded dirs for one Spark label: {sorted(RECORDED)}"
     # every catalogue version is either run live or recorded
