@@ -367,6 +367,10 @@ def step_slices(
     return keys, values, fr.op
 
 
+#: how many bytes of a chain's files :func:`bulk_pairs` reads before it folds them into the state
+FOLD_BYTES = 64 << 20
+
+
 def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -> list[tuple[Any, Any]] | None:
     """The live (key row, value row) pairs of a store at ``chain.version`` as compact Arrow binary
     arrays, in the order :func:`hdfs_pairs` / :func:`rocksdb_pairs` yield them, built in bulk:
@@ -392,42 +396,38 @@ def bulk_pairs(ckpt: Checkpoint, chain: Chain, codec_name: str, provider: str) -
     def load(step: Step) -> tuple[Any, Any, Any] | None:
         return step_slices(ckpt, step, codec_name, sidecars, rocks)
 
-    # The deltas are folded in one at a time, oldest first, into the keys seen so far (in order of
-    # their first record, removed ones kept as tombstones: a dict's order, as hdfs_pairs gives it) and
-    # each key's last value, so the store's state plus one file is held at once, never the whole chain
-    keys: Any = None
-    values: Any = None
-    live: Any = None
+    # The files are folded, oldest first, into the keys seen so far (in order of their first record, removed ones
+    # kept as removals: a dict's order, as hdfs_pairs gives it) with each key's last value and op: in one go while
+    # the files not yet folded stay under FOLD_BYTES or the state's own size, else as often as that is reached, so
+    # that memory stays within about twice the state plus FOLD_BYTES whatever the length of the chain
+    state: tuple[Any, Any, Any] | None = None
+    pending: list[tuple[Any, Any, Any]] = []
+    pending_bytes = state_bytes = 0
+
+    def fold() -> tuple[Any, Any, Any]:
+        parts = ([state] if state is not None else []) + pending
+        all_keys = pa.concat_arrays([k for k, _, _ in parts])
+        all_values = pa.chunked_array([v for _, v, _ in parts])
+        all_ops = np.concatenate([o for _, _, o in parts])
+        last, distinct = _last_writes(all_keys)
+        return distinct, all_values.take(arrow_of(last)).combine_chunks(), all_ops[last]
+
     for step in chain.steps:
         one = load(step)
         if one is None:
             return None
-        step_keys, step_values, ops = one
-        last, distinct = _last_writes(step_keys)
-        del step_keys
-        take = arrow_of(last)
-        step_values = step_values.take(take)
-        step_live = ops[last] != OP_DELETE
-        del ops, last, take
-        if keys is None:
-            keys, values, live = distinct, step_values, step_live
-            continue
-        at = numpy_of(pc.fill_null(pc.index_in(distinct, value_set=keys), -1)).astype(np.int64)
-        seen = at >= 0
-        n = len(keys)
-        pick = np.arange(n + int((~seen).sum()), dtype=np.int64)
-        fresh = np.flatnonzero(~seen)
-        pick[at[seen]] = n + np.flatnonzero(seen)
-        pick[n:] = n + fresh
-        values = pa.chunked_array([values, step_values]).take(arrow_of(pick)).combine_chunks()
-        live[at[seen]] = step_live[seen]
-        live = np.concatenate([live, step_live[fresh]])
-        if len(fresh):
-            keys = pa.concat_arrays([keys, distinct.take(arrow_of(fresh))])
-        del distinct, step_values, step_live, at, seen, pick, fresh
+        pending.append(one)
+        pending_bytes += one[0].nbytes + one[1].nbytes
+        if pending_bytes > max(FOLD_BYTES, state_bytes):
+            state, pending, pending_bytes = fold(), [], 0
+            state_bytes = state[0].nbytes + state[1].nbytes
+    if pending:
+        state = fold()
     segments: list[tuple[Any, Any]] = []
-    if keys is not None:
-        kept = np.flatnonzero(live)
+    keys = None
+    if state is not None:
+        keys, values, ops = state
+        kept = np.flatnonzero(ops != OP_DELETE)
         if rocks:  # RocksDB iterates in bytewise key order
             kept = kept[numpy_of(pc.sort_indices(keys.take(arrow_of(kept))))]
         take = arrow_of(kept)

@@ -1,4 +1,5 @@
-"""The bulk reader folds an HDFS store's deltas in one at a time (state plus one file in memory); whatever the
+"""The bulk reader folds an HDFS store's deltas into the state in steps (memory bounded by the state and a budget
+of unfolded files, ``records.FOLD_BYTES``, here from every file to once at the end); whatever the
 puts and removals, it must give what the record-by-record reader gives: the same live pairs, in the same order
 (a key keeps the place of its first record, also when it was removed and put again), the base's untouched keys
 after them. Two independent readers of the same files (``records.hdfs_pairs``, ``records.bulk_pairs``); the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import struct
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,8 +40,14 @@ OPS = st.lists(  # per delta: (key, value or None for a removal)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(deltas=OPS, base=st.none() | st.lists(st.integers(0, 12), unique=True, max_size=10))
-def test_bulk_pairs_equal_the_record_by_record_pairs(tmp_path: Path, deltas: list, base: list | None) -> None:
+@given(
+    deltas=OPS,
+    base=st.none() | st.lists(st.integers(0, 12), unique=True, max_size=10),
+    fold_bytes=st.sampled_from([0, 200, 1 << 30]),  # fold after every file, now and then, once at the end
+)
+def test_bulk_pairs_equal_the_record_by_record_pairs(
+    tmp_path: Path, deltas: list, base: list | None, fold_bytes: int
+) -> None:
     root = Path(tempfile.mkdtemp(dir=tmp_path))
     store_dir = root / "state" / "0" / "0"
     store_dir.mkdir(parents=True)
@@ -59,7 +67,8 @@ def test_bulk_pairs_equal_the_record_by_record_pairs(tmp_path: Path, deltas: lis
     store = ckpt.state.operators[0].partitions[0]["default"]
     chain = Chain(store, steps[-1].version, "hdfs", base_step, tuple(steps))
     slow = [(k, v) for k, v, *_ in records.hdfs_pairs(ckpt, chain, "lz4")]
-    segments = records.bulk_pairs(ckpt, chain, "lz4", "hdfs")
+    with mock.patch.object(records, "FOLD_BYTES", fold_bytes):
+        segments = records.bulk_pairs(ckpt, chain, "lz4", "hdfs")
     assert segments is not None
     fast = [(k, v) for keys, values in segments for k, v in zip(keys.to_pylist(), values.to_pylist(), strict=True)]
     assert fast == slow
