@@ -192,6 +192,19 @@ def _check_hadoop_client(url: str) -> None:
         )
 
 
+def _missing_container(exc: BaseException) -> str | None:
+    """``"bucket"`` / ``"container"`` when an object store's "not found" is about the bucket or container itself
+    (S3's and GCS's ``NoSuchBucket``, "The specified bucket does not exist"; Azure's ``ContainerNotFound``), not
+    about a path in it; else None."""
+    texts = [str(exc), type(exc.__cause__).__name__ if exc.__cause__ is not None else ""]
+    joined = " ".join(texts).lower()
+    if "nosuchbucket" in joined or "bucket does not exist" in joined:
+        return "bucket"
+    if "containernotfound" in joined or "container does not exist" in joined:
+        return "container"
+    return None
+
+
 class Location:
     """A checkpoint root (or any directory) on some filesystem."""
 
@@ -223,6 +236,10 @@ class Location:
     def _storage_error(self, rel: str, exc: BaseException) -> OSError:
         where = self.display(rel)
         if isinstance(exc, FileNotFoundError):
+            container = _missing_container(exc) or (self._container_missing() if not rel else None)
+            if container is not None:
+                name = self.root.split("/", 1)[0]
+                return FileNotFoundError(f"{where}: no such {container} '{name}' (or these credentials cannot see it)")
             return FileNotFoundError(f"{where}: no such file or directory")
         if isinstance(exc, PermissionError):
             return PermissionError(f"{where}: permission denied")
@@ -230,6 +247,20 @@ class Location:
             return IsADirectoryError(f"{where}: expected a file, found a directory")
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return OSError(f"{where}: storage error: {text}")
+
+    def _container_missing(self) -> str | None:
+        """For a root that is not there on an object store: ``"bucket"`` / ``"container"`` when the bucket or
+        container itself does not exist (or cannot be seen), asked of the store (one more request, on this error
+        only: its own error does not always say, e.g. adlfs' listing answers "no such file")."""
+        scheme = self.url.split("://", 1)[0] if "://" in self.url else "file"
+        kind = {"s3": "bucket", "s3a": "bucket", "gs": "bucket", "gcs": "bucket"}.get(scheme)
+        kind = kind or ("container" if scheme in ("abfs", "abfss", "az", "adl", "wasb", "wasbs") else None)
+        if kind is None or "/" not in self.root.strip("/"):
+            return None
+        try:
+            return kind if not self.fs.exists(self.root.split("/", 1)[0]) else None
+        except Exception:  # noqa: BLE001 - cannot tell: the plain message stands
+            return None
 
     # -- listing and reading -----------------------------------------------------------
     def require_directory(self, rel: str = "") -> None:

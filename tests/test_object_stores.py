@@ -162,3 +162,15 @@ def test_azure_connection_string_from_the_environment(azure_container: ObjectSto
     env = {"AZURE_STORAGE_CONNECTION_STRING": azure_container.storage_options["connection_string"]}
     bare = ObjectStore("abfs", azure_container.container, {})
     same_as_local(bare, url, ASYNC_SAMPLE, "audit", "{ckpt}", "-f", "json", env=env)
+
+
+def test_a_missing_bucket_or_container_is_named_as_such(store: ObjectStore) -> None:
+    """A typo in the bucket (S3, GCS) or container (Azure) read "no such file or directory", as if the checkpoint
+    were missing in a bucket that exists."""
+    kind = "container" if store.scheme == "abfs" else "bucket"
+    url = f"{store.scheme}://ckptfix-no-such-{kind}/q1"
+    proc = ckptfix("audit", url, *options(store.storage_options))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        f"ckptfix: error: {url}: no such {kind} 'ckptfix-no-such-{kind}' (or these credentials cannot see it)\n"
+    )

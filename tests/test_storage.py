@@ -24,6 +24,7 @@ import pytest
 
 from ckptfix.errors import UsageError
 from ckptfix.storage import ENV_STORAGE_OPTIONS, Entry, open_location, parse_storage_options
+from tests.support.cli import run_cli
 
 #: A small checkpoint-shaped tree: hidden Hadoop sidecars, nested dirs, an empty file and a
 #: file larger than one read buffer.
@@ -392,3 +393,18 @@ def test_a_quoted_tilde_is_read_and_named_as_the_home_directory(tmp_path: Path, 
 
 def test_a_file_in_the_root_directory_is_named_once_slashed() -> None:
     assert open_location("/").display("nonexistent.json") == "/nonexistent.json"
+
+
+@pytest.mark.s3
+def test_a_missing_bucket_is_named_as_a_bucket(s3_bucket: Any) -> None:
+    """New-user trial: a typo in the bucket read "no such file or directory", as if the checkpoint were missing."""
+    options = ["-o", f"endpoint_url={s3_bucket.server.endpoint_url}"]
+    for command in (["audit"], ["inspect"], ["state", "ls"]):
+        proc = run_cli(*command, "s3://ckptfix-no-such-bucket/q1", *options)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == (
+            "ckptfix: error: s3://ckptfix-no-such-bucket/q1: no such bucket 'ckptfix-no-such-bucket' (or these "
+            "credentials cannot see it)\n"
+        )
+    proc = run_cli("audit", f"{s3_bucket.url}/no-such-checkpoint", *options)  # the bucket is there: the path is not
+    assert proc.stderr.endswith("no such file or directory\n") and "bucket" not in proc.stderr.split(":", 2)[2]
