@@ -21,11 +21,13 @@ Nothing here prints. Every function takes a checkpoint URL (local path, ``file:`
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
@@ -33,6 +35,8 @@ from ckptfix.errors import UsageError
 from ckptfix.progress import ProgressLike
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.storage import Location
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from ckptfix.repair.engine import RunInfo
@@ -97,6 +101,27 @@ def _fspath(path: PathLike | None) -> str | None:
     return None if path is None else os.fspath(path)
 
 
+def _python_names(fn: _F) -> _F:
+    """An API function whose usage errors name its own parameters: the shared checks speak the CLI's language
+    (``--target-spark: expected one of ...``); called from Python, the same error names ``target_spark``. Only a
+    leading option the function takes as a parameter is renamed."""
+    params = set(inspect.signature(fn).parameters)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as exc:
+            text = str(exc)
+            m = re.match(r"--([a-z][a-z0-9-]*)", text)
+            name = m.group(1).replace("-", "_") if m else None
+            if m is None or name not in params:
+                raise
+            raise UsageError(f"{name}{text[m.end() :]}") from None
+
+    return cast(_F, wrapper)
+
+
 def open_checkpoint(url: PathLike, storage_options: Mapping[str, Any] | None = None) -> Checkpoint:
     """List a checkpoint once; :class:`~ckptfix.errors.NotACheckpoint` when ``url`` holds none."""
     return Checkpoint.open(os.fspath(url), storage_options)
@@ -112,6 +137,7 @@ def _url_and_ckpt(
     return url, Checkpoint.open(url, storage_options), dict(storage_options or {})
 
 
+@_python_names
 def audit(
     ckpt_or_url: Checkpoint | PathLike,
     target_spark: str | None = None,
@@ -196,6 +222,7 @@ class RepairPlan:
         return audit(self.url, self.target_spark, storage_options=self.storage_options, session_conf=self.session_conf)
 
 
+@_python_names
 def plan_repair(
     ckpt_or_url: Checkpoint | PathLike,
     target_spark: str | None = None,
@@ -267,6 +294,7 @@ class StatePlan:
         return _apply(self.plan, self.url, self.storage_options, backup_url, force, idle_seconds, progress)
 
 
+@_python_names
 def plan_state_delete(
     ckpt_or_url: Checkpoint | PathLike,
     operator: int = 0,
@@ -286,6 +314,7 @@ def plan_state_delete(
     return StatePlan(result.plan, url, opts, result.not_found)
 
 
+@_python_names
 def plan_state_put(
     ckpt_or_url: Checkpoint | PathLike,
     rows_file: str,
@@ -364,6 +393,7 @@ class RollbackPlan(SinkPairPlan):
     SINK_FIRST: ClassVar[bool] = True
 
 
+@_python_names
 def plan_rollback(
     ckpt_or_url: Checkpoint | PathLike,
     to_batch: int,
@@ -398,6 +428,7 @@ def plan_rollback(
     return RollbackPlan(result.plan, url, opts, sink_plan=result.sink_plan, sink=result.sink)
 
 
+@_python_names
 def undo(
     ckpt_or_url: Checkpoint | PathLike,
     run_id: str | None = None,
@@ -420,6 +451,7 @@ def undo(
     return engine.undo(Location(url, opts), backup, run_id, progress, force=force, idle_seconds=idle_seconds)
 
 
+@_python_names
 def history(
     ckpt_or_url: Checkpoint | PathLike,
     *,
@@ -447,6 +479,7 @@ def _url_of(
     return os.fspath(ckpt_or_url), dict(storage_options or {})
 
 
+@_python_names
 def plan_repartition(
     ckpt_or_url: Checkpoint | PathLike,
     partitions: int,
@@ -479,6 +512,7 @@ READ_OPTIONS = frozenset(
 )
 
 
+@_python_names
 def read_state(
     ckpt_or_url: Checkpoint | PathLike,
     operator: int = 0,

@@ -25,6 +25,7 @@ import ckptfix
 from ckptfix.cli.main import app
 from ckptfix.errors import NotACheckpoint, UsageError
 from tests.state.test_state35 import assert_same, extract, got_rows, load, want_rows
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "async-sparse"
@@ -201,7 +202,7 @@ def test_a_query_id_that_is_no_uuid_is_a_usage_error() -> None:
     with pytest.raises(UsageError) as refused:
         ckptfix.plan_repair(str(SAMPLE), query_id="my-query")
     assert str(refused.value) == (
-        "--query-id: expected a UUID like Spark's metadata id (6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162), found 'my-query'"
+        "query_id: expected a UUID like Spark's metadata id (6f1c2a4e-0b9d-4c3e-8f7a-1d2e3f405162), found 'my-query'"
     )
 
 
@@ -288,3 +289,16 @@ def test_rollback_history_and_undo(tmp_path: Path) -> None:
     assert [r.status for r in ckptfix.history(copy)] == ["undone"]
     with pytest.raises(ckptfix.errors.NotACheckpoint):
         ckptfix.history(tmp_path)
+
+
+def test_usage_errors_name_the_python_parameter_not_the_cli_option() -> None:
+    """New-user trial: ``ckptfix.audit(..., target_spark="4.x")`` answered with ``--target-spark: ...``, an option
+    the Python caller never wrote. The CLI keeps its option names."""
+    with pytest.raises(UsageError) as refused:
+        ckptfix.audit(str(ROOT / "samples" / "rocksdb-changelog"), target_spark="4.x")
+    assert str(refused.value) == "target_spark: expected one of 3.5, 4.0, 4.1, 4.2, 4.3, found '4.x'"
+    proc = run_cli("audit", str(ROOT / "samples" / "rocksdb-changelog"), "--target-spark", "4.x")
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "ckptfix: error: --target-spark: expected one of 3.5, 4.0, 4.1, 4.2, 4.3, found '4.x'\n",
+    )
