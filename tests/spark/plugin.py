@@ -1,4 +1,4 @@
-"""pytest fixtures for live-Spark tests: one SparkSession per test session and base checkpoints per scenario.
+"""pytest fixtures for live-Spark tests: one SparkSession per test process and base checkpoints per scenario.
 
 Register with ``pytest_plugins = ["tests.spark.plugin"]`` in tests/conftest.py (or ``pytest -p tests.spark.plugin``).
 Tests must copy a base (``copy_base``) before damaging it; the bases are built once into a session tmp dir.
@@ -84,8 +84,6 @@ def spark_bases(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callabl
 SPARK_FIXTURES = frozenset({"spark", "spark_bases", "spark_version", "py35"})
 #: fixtures that start moto's S3 server (tests/support/s3.py)
 S3_FIXTURES = frozenset({"moto_server", "s3_bucket"})
-#: the fixtures of the one in-process SparkSession
-LIVE_SESSION = frozenset({"spark", "spark_bases", "spark_version"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -99,8 +97,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ]
         if unmarked:
             raise pytest.UsageError(f"tests that start {what} without @pytest.mark.{marker}: " + ", ".join(unmarked))
-    # pytest-xdist (``-n 2 --dist loadgroup``): every test of the live session runs in one worker, so the suite
-    # still starts one SparkSession; the other tests go by module (a module's fixtures are built once)
+    # pytest-xdist (``-n 2 --dist loadgroup``): tests go to the workers by module (a module's fixtures are built
+    # once), the live-Spark ones too: each worker starts its own SparkSession at its first such test (one per
+    # worker process, never one per test). Pinning them all to one worker made that worker the suite's critical
+    # path (about 2,000 s of tests on CI's 2 cores, while the other worker ran out of work)
     for item in items:
-        live = LIVE_SESSION & set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.xdist_group("spark-session" if live else item.nodeid.split("::")[0]))
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
