@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from pathlib import Path
 from typing import Any
 
 from ckptfix.repair import engine
@@ -69,7 +70,7 @@ def run_cli(
             os.kill(pid, signal.SIGKILL)
             _receive(_server)
             raise subprocess.TimeoutExpired(["ckptfix", *args], TIMEOUT) from None
-        texts = [open(f.name, encoding="utf-8", errors="replace").read() for f in (out, err)]  # noqa: SIM115
+        texts = [Path(f.name).read_text(encoding="utf-8", errors="replace") for f in (out, err)]
         return subprocess.CompletedProcess(["ckptfix", *args], status, texts[0], texts[1])
 
 
