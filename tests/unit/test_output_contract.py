@@ -141,7 +141,7 @@ PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreP
 
 
 def piped(*args: str, **env: str) -> str:
-    """stdout of a command whose stdout is a pipe and no stream a terminal (rich's own choice there: 80 columns)."""
+    """stdout of a command none of whose streams is a terminal (rich's own choice there: 80 columns)."""
     environ = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | env
     return run_cli(*args, env=environ).stdout
 
