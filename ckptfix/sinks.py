@@ -53,6 +53,16 @@ class Sink:
             return "delta"
         return "file" if self.log.latest is not None else "none"
 
+    @property
+    def data_files(self) -> int:
+        """How many files of data a file sink's output path holds: files outside ``_spark_metadata`` and other
+        ``_``/``.`` names (what a query's file sink writes there: ``part-*`` files, partition directories)."""
+        return sum(
+            1
+            for rel, entry in self.entries.items()
+            if not entry.is_dir and not any(part.startswith(("_", ".")) for part in rel.split("/"))
+        )
+
     def last_batch(self, query_id: str | None) -> int | None:
         """The newest batch id this sink holds and will skip when Spark plans it again, or None."""
         if self.delta is not None:

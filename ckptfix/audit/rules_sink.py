@@ -59,7 +59,9 @@ SINK_NO_LOG = define(
     "The given sink path has no sink log of this query",
     "Only Spark's file sink (_spark_metadata) and Delta's sink (a txn per query id in _delta_log) remember batch "
     "ids in files; a Delta table without a txn of this query id was not written by its Delta sink (a foreachBatch "
-    "writer's txnAppId is its own choice and is not checked).",
+    "writer's txnAppId is its own choice and is not checked). A path with neither a _spark_metadata log nor data "
+    "files while batches are committed is a warning: a wrong --sink path, or an output emptied entirely, whose next "
+    "log compaction then fails (the files cannot tell which; SINK-LOG-COMPACT is not reported for it).",
     "Pass the file sink's output path or the Delta table's path, or leave --sink out.",
 )
 SINK_COMPACT = define(
@@ -110,6 +112,18 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 f"the Delta table {sink.location.url} records no txn of query {qid} (appIds it records: {others}): "
                 "its Delta sink never committed a batch there"
             )
+        elif ctx.latest_commit is not None and sink.data_files == 0:
+            yield SINK_NO_LOG.finding(
+                f"{sink.location.url} holds no _spark_metadata log and no data files, though batches up to "
+                f"{ctx.latest_commit} are committed: either it is not where this query's file sink writes (a wrong "
+                "--sink path?), or everything in it was deleted, and then the sink's next log compaction fails, "
+                "missing the entries of the batches before the restart",
+                [Evidence(sink.evidence(qid), expected="a file sink's _spark_metadata and data files", found="none")],
+                severity="warning",
+                fix="Check --sink: the query's output path holds _spark_metadata/<batch> files. If this is it and "
+                "its contents were deleted, restore them from a backup.",
+            )
+            return
         else:
             message = f"{sink.location.display('_spark_metadata')} has no batch files"
         yield SINK_NO_LOG.finding(message, [Evidence(sink.evidence(qid))])
@@ -164,6 +178,8 @@ def sink_compaction(ctx: AuditContext) -> Iterator[Finding]:
     sink = ctx.sink
     if sink is None or sink.delta is not None or ctx.next_batch is None:
         return
+    if sink.log.latest is None and sink.data_files == 0 and ctx.latest_commit is not None:
+        return  # no log and no data: maybe not the sink at all; SINK-NO-LOG says both readings
     S = sink.log.latest
     first = max(ctx.next_batch, -1 if S is None else S + 1)  # FileStreamSink.addBatch skips ids <= the newest
     interval = sink.compact_interval(_compact_interval_default(ctx))

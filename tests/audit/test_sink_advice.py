@@ -55,3 +55,24 @@ def test_no_skipped_sink_check_for_a_v1_state_format(tmp_path: Path) -> None:
         tar.extractall(tmp_path, filter="data")
     CASES["commit_latest_missing"].apply(tmp_path / "ckpt")
     assert not any(s.rule_id == "SINK-SKIP-STATE-V2" for s in audit(str(tmp_path / "ckpt"), "4.3").skipped)
+
+
+def test_a_sink_path_without_log_or_data_is_named_as_possibly_wrong(tmp_path: Path) -> None:
+    """New-user trial: `--sink` given the wrong directory (no _spark_metadata, no data files) got an error that the
+    sink's next compaction fails, as if the log had been deleted from the right one. Both readings are possible
+    (everything in the real output deleted), so the audit says both, as a warning, and no error; a real output
+    whose log alone was deleted keeps the compaction error (damage case filesink_compact_log_deleted)."""
+    with tarfile.open(FIXTURES / "filesink.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt, wrong = tmp_path / "ckpt", tmp_path / "not-the-output"
+    wrong.mkdir()
+    report = audit(str(ckpt), "4.3", sink_path=str(wrong))
+    sink = [f for f in report.findings if f.rule_id.startswith("SINK-")]
+    assert [(f.rule_id, f.severity) for f in sink] == [("SINK-NO-LOG", "warning")], sink
+    assert "a wrong --sink path?" in sink[0].message and "next log compaction fails" in sink[0].message
+    # the real output with its log gone but its data files there: the compaction error stands
+    output = tmp_path / "output"
+    for entry in (output / "_spark_metadata").iterdir():
+        entry.unlink()
+    report = audit(str(ckpt), "4.3", sink_path=str(output))
+    assert "SINK-LOG-COMPACT" in {f.rule_id for f in report.findings if f.severity == "error"}
