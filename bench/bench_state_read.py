@@ -299,14 +299,6 @@ def spark_arrow(ckpt: str, reads: int) -> None:
     print(json.dumps({"session_s": round(t1 - t0, 3), "reads_s": times, "rows": rows}))
 
 
-def _hwm_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
 def floors(ckpt: str) -> None:
     """Child process: what a read cannot go below, each part on its own: the imports, reading and
     lz4-decompressing every file of the latest version's chains, and (RocksDB with zips) materializing
@@ -325,7 +317,7 @@ def floors(ckpt: str) -> None:
     # the memory floor of any process that decodes with Arrow: the interpreter, these imports, and Arrow's compute
     # function registry, built at the first kernel call (about 45 MB of it here), before any state is read
     pyarrow.compute.sum(pyarrow.array([1, 2]))
-    out["runtime_floor_mb"] = _hwm_mb()
+    out["runtime_floor_mb"] = round(_mem_kb(os.getpid())[1] / 1024, 1)
     sel = r.select(ckpt)
     chains = [r.store_chain(sel, r._store(sel, p, "default")) for p in sel.partitions]
     t = time.perf_counter()
