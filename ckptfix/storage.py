@@ -253,8 +253,8 @@ class Location:
         container itself does not exist (or cannot be seen), asked of the store (one more request, on this error
         only: its own error does not always say, e.g. adlfs' listing answers "no such file")."""
         scheme = self.url.split("://", 1)[0] if "://" in self.url else "file"
-        kind = {"s3": "bucket", "s3a": "bucket", "gs": "bucket", "gcs": "bucket"}.get(scheme)
-        kind = kind or ("container" if scheme in ("abfs", "abfss", "az", "adl", "wasb", "wasbs") else None)
+        extra = EXTRAS.get(scheme, (None, None))[1]
+        kind = "container" if extra == "azure" else "bucket" if extra in ("s3", "gcs") else None
         if kind is None or "/" not in self.root.strip("/"):
             return None
         try:
