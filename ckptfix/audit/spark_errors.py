@@ -1,7 +1,7 @@
 """The exact error Spark raises for each kind of damage, per release.
 
 Texts come from real restarts (spark-behaviour-observed.md §4-5, spark-logs-and-restart.md
-§5.3, §6.2, §9) and are re-checked by tests/test_restart_prediction.py against Spark 4.3.0
+§5.3, §6.2, §9) and are re-checked by tests/audit/test_restart_prediction.py against Spark 4.3.0
 live and against outcomes recorded from Spark 3.5.9. ``message`` is a fragment that appears
 verbatim in Spark's error text.
 """

@@ -1,5 +1,5 @@
 """LOG-CRC-ORPHAN by what the sidecar does to Spark on the local file system (proven live in
-tests/test_restart_prediction.py and tests/repair/test_fixes_spark.py: Spark 4.3 fails with "Multiple streaming
+tests/audit/test_restart_prediction.py and tests/repair/test_fixes_spark.py: Spark 4.3 fails with "Multiple streaming
 queries are concurrently using" when it renames the entry it writes onto a leftover .crc): the next entry's sidecar
 blocks the restart, a later one stops the query later, an earlier one is harmless; `repair` deletes the first two
 kinds and leaves the third."""

@@ -1,7 +1,7 @@
 """STATE-OPERATOR-METADATA-MISMATCH and STATE-METADATA-CRC-ORPHAN without Spark, on Spark 4.2.1's aggregation
 checkpoint (tests/fixtures/spark-4.2.1/agg_hdfs: state/0/_metadata/metadata names operator 0 'stateStoreSave',
 with its .crc). What Spark does is recorded (damage cases opmeta_name_edited, opmeta_deleted_crc_left,
-schema_deleted_crc_left in tests/test_restart_prediction.py); here, what the files must show for each verdict."""
+schema_deleted_crc_left in tests/audit/test_restart_prediction.py); here, what the files must show for each verdict."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """STATE-AHEAD on Spark's own files: the recorded bases (tests/fixtures/spark-<version>/) rolled back by hand with the
 damage catalogue's ``state_ahead_*`` cases (offsets/ and commits/ deleted, state/ left). What Spark does with them
-is recorded (tests/fixtures/spark-*/outcomes.json) and run live (tests/test_restart_prediction.py,
+is recorded (tests/fixtures/spark-*/outcomes.json) and run live (tests/audit/test_restart_prediction.py,
 tests/repair/test_state_ahead_live.py); here: what the audit says, and that `ckptfix repair` removes the files."""
 
 from __future__ import annotations

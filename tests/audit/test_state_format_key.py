@@ -1,7 +1,7 @@
 """CONF-STATE-FORMAT-NOT-RECORDED without Spark, on Spark 3.5.9's aggregation checkpoint (tests/fixtures/state35/
 agg_hdfs: offsets 0..4, every file records aggregation.stateFormatVersion 2; the stored value schema holds the
 aggregation buffers only, format 2's). What Spark does with the damage is recorded (damage cases
-``offset_latest_agg_format_dropped*``, tests/test_restart_prediction.py); here, which evidence the audit takes."""
+``offset_latest_agg_format_dropped*``, tests/audit/test_restart_prediction.py); here, which evidence the audit takes."""
 
 from __future__ import annotations
 

@@ -597,7 +597,7 @@ def test_truncated_latest_offset_without_predecessor(tmp_path: Path) -> None:
     default repair goes back to batch 29, the newest committed one: offsets/31 and commits/31 deleted (with their
     sidecars), offsets/28 a copy of offsets/29 (as the async-gap fix writes L-1 for a committed L); nothing is left
     "not fixed". `--strategy truncate` instead cuts to the last consecutive pair (batch 1) and, deleting offsets/31
-    too, also leaves nothing unfixed. (tests/test_sample.py restarts the default fix in real Spark.)"""
+    too, also leaves nothing unfixed. (tests/docs/test_sample.py restarts the default fix in real Spark.)"""
     ckpt = tmp_path / "ckpt"
     shutil.copytree(sample_checkpoint(), ckpt)
     (ckpt / "offsets" / "31").write_bytes((ckpt / "offsets" / "31").read_bytes()[:100])

@@ -1,9 +1,9 @@
 """A hand rollback of offsets/ and commits/ that left state/ (damage cases ``state_ahead_*``): the audit's
 STATE-AHEAD fix, the command pasted as the finding writes it, and then two restarts with live Spark. Without the fix
-the second restart is silently wrong for the HDFS case (tests/test_restart_prediction.py, and the recorded outcomes
-on 3.5.9 to 4.2.1), and for the RocksDB case with changelog checkpointing when maintenance comes after the run (a
-session of its own, tests/spark/slow_maintenance.py), but not with state checkpoint format v2; with the fix both
-restarts leave the right aggregates.
+the second restart is silently wrong for the HDFS case (tests/audit/test_restart_prediction.py, and the recorded
+outcomes on 3.5.9 to 4.2.1), and for the RocksDB case with changelog checkpointing when maintenance comes after the
+run (a session of its own, tests/spark/slow_maintenance.py), but not with state checkpoint format v2; with the fix
+both restarts leave the right aggregates.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scenarios of the cross-version matrix (tests/fixtures/matrix/record.py, tests/test_version_matrix.py).
+"""Scenarios of the cross-version matrix (tests/fixtures/matrix/record.py, tests/audit/test_version_matrix.py).
 
 The ones tests/spark/queries.py has are reused (with fewer batches; its builders of stream-stream joins and
 applyInPandasWithState too); the others (RocksDB without changelog, dropDuplicates, transformWithStateInPandas)

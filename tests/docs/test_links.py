@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ckptfix.cli.main import app
 from ckptfix.storage import Location
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "async-sparse"
 SECRET = "ckptfix-test-secret-content"
 

@@ -4,7 +4,7 @@
 ``tests/fixtures/matrix/outcomes.json`` is what real Spark R did when it restarted a fresh copy of each (one new
 input file, availableNow), both recorded by ``tests/fixtures/matrix/record.py``. Every recorded pair is audited
 with ``target_spark`` = R's ``major.minor`` and must agree with Spark by the rule of
-``tests/support/agreement.py`` (the one tests/test_restart_prediction.py uses). No Spark needed.
+``tests/support/agreement.py`` (the one tests/audit/test_restart_prediction.py uses). No Spark needed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from tests.spark.matrix_queries import MATRIX, available
 from tests.support.agreement import assert_verdict_agrees
 
-MATRIX_DIR = Path(__file__).parent / "fixtures" / "matrix"
+MATRIX_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "matrix"
 OUTCOMES: dict[str, dict[str, dict[str, dict[str, Any]]]] = json.loads((MATRIX_DIR / "outcomes.json").read_text())
 
 

@@ -22,7 +22,7 @@ from tests.support.cli import run_cli
 from tests.support.emulators import CLOUD_ENV, ObjectStore
 from tests.support.trees import tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ASYNC_SAMPLE = REPO / "samples" / "async-sparse"
 STATE35 = REPO / "tests" / "fixtures" / "state35"
 STATEFUL = ("agg_hdfs", "agg_rocksdb_changelog")  # written by Spark 3.5.9: HDFS state store, RocksDB + changelog

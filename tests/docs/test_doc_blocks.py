@@ -18,7 +18,7 @@ Afterwards the copied samples/ must be byte for byte what the repo ships: a bloc
 place (instead of copying it first) fails.
 
 Not run:
-- README's opening block (the two install commands): CI itself runs them (.ci/run; tests/test_docs.py checks
+- README's opening block (the two install commands): CI itself runs them (.ci/run; tests/docs/test_docs.py checks
   they are the ones CI runs).
 - A block preceded by the line `<!-- doc-test: skip REASON -->`: it needs something the suite cannot give a doc
   block (a real S3 bucket with credentials, a query module of yours). Every such block names its reason and
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(bash|sh|console|python)[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 DIRECTIVE = re.compile(r"<!--\s*doc-test:\s*(skip|spark)\b\s*(.*?)\s*-->\s*\n\s*$")

@@ -16,7 +16,7 @@ CASES = [
     ("dbfs:/checkpoints/q1", "dbfs:/ is Databricks' file system"),
     ("hdfs://namenode:8020/checkpoints/q1", "hdfs:// needs a Hadoop client here"),
     ("foo://bucket/q1", "unknown scheme 'foo'"),
-    # the tests install gcsfs and adlfs (tests/test_object_stores.py uses them): here they are hidden, as on a
+    # the tests install gcsfs and adlfs (tests/storage/test_object_stores.py uses them): here they are hidden, as on a
     # machine without the extra
     ("gs://bucket/q1", "[gcs]'"),
     ("abfss://c@account.dfs.core.windows.net/q1", "[azure]'"),

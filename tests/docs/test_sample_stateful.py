@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from ckptfix.cli.main import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "rocksdb-changelog"
 
 

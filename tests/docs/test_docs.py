@@ -1,5 +1,5 @@
 """Keep the docs honest: the README's two commands, CI, every command (README or docs/) and every rule (docs/audit.md)
-documented. tests/test_doc_blocks.py runs their shell blocks."""
+documented. tests/docs/test_doc_blocks.py runs their shell blocks."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from ckptfix.audit import RULES
 from ckptfix.cli.main import command_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 AUDIT_DOC = (ROOT / "docs" / "audit.md").read_text()
 ALL_DOCS = README + "".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))

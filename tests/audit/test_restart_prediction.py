@@ -143,7 +143,7 @@ CRC_RULES = frozenset({"LOG-CRC-ORPHAN", "STATE-METADATA-CRC-ORPHAN"})
 
 # ------------------------------------------------------------------------ recorded Spark 3.5.9 / 4.0 / 4.1 / 4.2
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LIVE_VERSIONS = frozenset({"4.3"})  # run by test_live_restart_matches_audit, not recorded
 
 
