@@ -405,12 +405,15 @@ def plan_rollback(
     force: bool = False,
     idle_seconds: float = 120,
     session_conf: Mapping[str, str] | None = None,
+    accept_edits: bool = False,
 ) -> RollbackPlan:
     """``ckptfix rollback --to-batch N``: batch N becomes the last committed one. Raises ``RollbackRefused`` (a
     ``CkptfixError``) with the reason when N is not committed, the query looks alive (``force`` skips that check),
     the sink (``sink_path``) holds later batches and ``with_sink`` is not given, or state version N+1 cannot be
     loaded from what remains. ``session_conf``: the restarting session's confs (``--conf``), for what the logs do
-    not record. ``rollback --into`` (roll back a copy) has no API form: copy the checkpoint first."""
+    not record. ``accept_edits``: keep a log file of the new restart tail edited after Spark wrote it (its ``.crc``
+    sidecar is rewritten to record the edit), as ``repair(accept_edits=True)``; without it that rollback is
+    refused. ``rollback --into`` (roll back a copy) has no API form: copy the checkpoint first."""
     from ckptfix.repair.rollback import plan_rollback as make_plan
 
     url, _ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
@@ -424,6 +427,7 @@ def plan_rollback(
         idle_seconds=idle_seconds,
         with_sink=with_sink,
         session_conf=session_conf,
+        accept_edits=accept_edits,
     )
     return RollbackPlan(result.plan, url, opts, sink_plan=result.sink_plan, sink=result.sink)
 

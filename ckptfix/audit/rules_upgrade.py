@@ -338,10 +338,17 @@ def upgrade_path(ctx: AuditContext, info: V.WriterInfo) -> Iterator[Finding]:
     ck = ctx.ckpt
     items: list[str] = []
     keys = _new_keys(w, t.label)
+    key_evidence: list[Evidence] = []
     if keys:
         items.append(
-            f"the next offset file records {len(keys)} new conf keys with the values that keep the old behaviour: "
-            + ", ".join(f"{k}={V.LEGACY_DEFAULTS.get(k, '?')}" for k in keys)
+            f"the next offset file records {len(keys)} new conf keys with the values that keep the old behaviour"
+        )
+        key_evidence.append(
+            Evidence(
+                ck.display(f"offsets/{info.latest_batch}"),
+                note="new keys the next offset file records: "
+                + ", ".join(f"{k}={V.LEGACY_DEFAULTS.get(k, '?')}" for k in keys),
+            )
         )
     if t.major >= 4 and ck.state.operators:
         missing = [op.operator for op in ck.state.operators.values() if op.metadata_v1 is None and not op.metadata_v2]
@@ -353,11 +360,8 @@ def upgrade_path(ctx: AuditContext, info: V.WriterInfo) -> Iterator[Finding]:
             )
     if t.label == "4.1" and ck.state.operators:  # 4.2.1 and 4.3.0 (format v1) wrote none
         items.append("new state files get visible JSON <file>.crc checksum sidecars (4.1.4 writes them by default)")
-    if t.refuses_missing_metadata:
-        if ck.metadata_rel is None:
-            items.append("migration guide: Spark 4.2+ refuses a checkpoint without `metadata` (see META-MISSING)")
-        else:
-            items.append("migration guide: Spark 4.2+ refuses checkpoints without `metadata`; this one has it")
+    if t.refuses_missing_metadata and ck.metadata_rel is None:
+        items.append("migration guide: Spark 4.2+ refuses a checkpoint without `metadata` (see META-MISSING)")
     providers = {s.provider for op in ck.state.operators.values() for st in op.partitions.values() for s in st.values()}
     fmt = ctx.conf.get("spark.sql.streaming.stateStore.rocksdb.formatVersion")
     if "rocksdb" in providers and fmt:
@@ -365,7 +369,7 @@ def upgrade_path(ctx: AuditContext, info: V.WriterInfo) -> Iterator[Finding]:
             f"RocksDB SST format stays pinned at the recorded rocksdb.formatVersion={fmt} (SPARK-36519), so the "
             "older release can still read what the new one writes"
         )
-    evidence = [Evidence(ck.display(f"offsets/{info.latest_batch}"), note=e) for e in w.evidence]
+    evidence = [Evidence(ck.display(f"offsets/{info.latest_batch}"), note=e) for e in w.evidence] + key_evidence
     yield PATH.finding(
         f"{info.text}; target Spark {t.label}: " + ("; ".join(items) if items else "no checkpoint file changes format"),
         evidence,

@@ -57,6 +57,11 @@ def rollback(
     conf: list[str] = conf_option(
         "A conf of the session that will restart the query, as for `ckptfix audit --conf` (repeat)."
     ),
+    accept_edits: bool = typer.Option(
+        False,
+        "--accept-edits",
+        help="Keep log files edited after Spark wrote them (offsets/N, commits/N): regenerate their .crc sidecars.",
+    ),
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
@@ -82,6 +87,7 @@ def rollback(
         idle_seconds=idle_seconds,
         with_sink=with_sink,
         session_conf=conf_pairs(conf),
+        accept_edits=accept_edits,
     )
     plan, where = result.plan, result.checkpoint
     sink_run, extra = None, None

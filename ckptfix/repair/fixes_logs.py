@@ -20,9 +20,10 @@ from ckptfix import layout
 from ckptfix.audit.model import Finding
 from ckptfix.audit.rules_conf import FORMAT_CHANGED, FORMAT_NOT_RECORDED, format_conflicts
 from ckptfix.errors import CannotFix, CkptfixError, FormatError
-from ckptfix.formats import commitlog, hadoopcrc, offsetlog
+from ckptfix.formats import commitlog, offsetlog
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.formats.offsetlog import file_source_log_offset
+from ckptfix.repair.crc_edits import accept_edit, crc_rel, edited_logs
 from ckptfix.repair.fixes import FixContext, fixes
 from ckptfix.repair.rollback import state_deletions
 
@@ -756,34 +757,6 @@ def restore_metadata(fc: FixContext, finding: Finding) -> list[str]:
 # -- LOG-CRC-MISMATCH --------------------------------------------------------------------------
 
 
-def _crc_rel(rel: str) -> str:
-    parent, _, name = rel.rpartition("/")
-    return f"{parent}/{layout.hadoop_crc_name(name)}" if parent else layout.hadoop_crc_name(name)
-
-
-def _mismatched(fc: FixContext) -> list[tuple[str, hadoopcrc.HadoopCrc]]:
-    ck = fc.ckpt
-    L, K = ck.offsets.latest, ck.commits.latest
-    rels = [ck.metadata_rel] if ck.metadata_rel else []
-    for b in (L, None if L is None else L - 1):
-        if b is not None and b in ck.offsets.files:
-            rels.append(ck.offsets.files[b])
-    if K is not None and K in ck.commits.files:
-        rels.append(ck.commits.files[K])
-    out: list[tuple[str, hadoopcrc.HadoopCrc]] = []
-    for rel in rels:
-        crc_rel = _crc_rel(rel)
-        if crc_rel not in ck.entries:
-            continue
-        try:
-            crc = hadoopcrc.parse(ck.read(crc_rel), ck.display(crc_rel))
-        except FormatError:
-            continue  # an unreadable sidecar is a warning, not this error
-        if hadoopcrc.first_mismatch(crc, ck.read(rel)) is not None:
-            out.append((rel, crc))
-    return out
-
-
 @fixes("LOG-CRC-MISMATCH")
 def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
     """Never accept an edited file silently: let Spark re-create it where that is safe, or,
@@ -791,7 +764,7 @@ def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
     (the edited bytes included) before touching anything."""
     ck, rule = fc.ckpt, finding.rule_id
     planned = {a.path for a in fc.builder.actions}
-    found = _mismatched(fc)
+    found = edited_logs(ck)
     if not found:
         raise CannotFix("no file of the restart tail differs from its .crc (the checkpoint changed?)")
     # a file another fix already rewrites or deletes gets its sidecar from the builder
@@ -803,12 +776,7 @@ def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
     if fc.options.get("accept_edits"):
         next_batch = fc.audit.next_batch
         for rel, crc in edited:
-            fc.builder.write(
-                _crc_rel(rel),
-                hadoopcrc.dump(hadoopcrc.compute(ck.read(rel), crc.bytes_per_checksum)),
-                f"--accept-edits: the sidecar now records the edited {rel}",
-                rule,
-            )
+            accept_edit(fc.builder, ck, rel, crc, rule)
             effects.append(
                 f"Spark uses the edited {rel} as if it had written it; ckptfix cannot tell whether the edit is right: "
                 + (
@@ -877,9 +845,9 @@ def noncanonical_name(fc: FixContext, finding: Finding) -> list[str]:
                     raise CannotFix(f"{rel} cannot be read ({exc.found}): renaming it would not help") from None
                 continue
             fc.builder.write(canonical, data, f"canonical name of {rel}", rule)
-            old_crc = _crc_rel(rel)
+            old_crc = crc_rel(rel)
             if old_crc in ck.entries:
-                fc.builder.write(_crc_rel(canonical), ck.read(old_crc), f"sidecar of {rel}, moved along", rule)
+                fc.builder.write(crc_rel(canonical), ck.read(old_crc), f"sidecar of {rel}, moved along", rule)
             fc.builder.delete(rel, f"renamed to {canonical}", rule)
             effects.append(f"Spark opens {canonical} for batch {b}, as it reads the listing; nothing re-runs")
     if not effects:

@@ -40,6 +40,7 @@ from ckptfix.checkpoint import Checkpoint, StoreDir, id_ranges
 from ckptfix.errors import CkptfixError, FormatError, RollbackRefused, UsageError
 from ckptfix.formats import rocksdbzip
 from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.crc_edits import accept_edit, edited_logs
 from ckptfix.repair.engine import LiveQuery, check_recent_writes, default_backup_url, own_writes
 from ckptfix.repair.plan import Plan
 from ckptfix.repair.sink_rollback import plan_sink_rollback
@@ -212,6 +213,7 @@ def plan_rollback(
     idle_seconds: float = 120,
     with_sink: bool = False,
     session_conf: Mapping[str, str] | None = None,
+    accept_edits: bool = False,
 ) -> RollbackResult:
     """Plan the rollback. With ``into`` and ``copy`` (the CLI's ``--apply``), copy the checkpoint there first
     and plan on the copy; with ``into`` alone nothing is written: the plan is made on the original (its paths
@@ -219,7 +221,9 @@ def plan_rollback(
     ``sink_path`` that holds batches > N is rolled back too: :attr:`RollbackResult.sink_plan` (apply it before
     the checkpoint's plan: see docs/repair.md, "the crash window"); a Delta table is refused (Delta's ``RESTORE``
     is the tool). ``session_conf``: the confs of the session that restarts the query (as ``audit --conf``), for
-    what the logs do not record."""
+    what the logs do not record. ``accept_edits``: a kept log file of the new restart tail that was edited after
+    Spark wrote it (its ``.crc`` sidecar disagrees) gets a sidecar recording the edit, as ``repair
+    --accept-edits`` does; without it such a rollback is refused."""
     N = to_batch
     if N < 0:
         raise UsageError(f"--to-batch: expected a batch id >= 0, found {N}")
@@ -267,21 +271,25 @@ def plan_rollback(
     ckpt = src
     if into is not None and not copy:
         check_destination(Location(into, storage_options), src.location)
-        plan = _plan_on(src, N, target.label, sink_path, storage_options, session_conf=session_conf)
+        plan = _plan_on(
+            src, N, target.label, sink_path, storage_options, session_conf=session_conf, accept_edits=accept_edits
+        )
         return RollbackResult(plan, src.location.url, None, 0, into=Location(into, storage_options).url)
     if sink_plan is not None:
-        plan = _plan_on(src, N, target.label, sink_path, storage_options, sink_after, session_conf)
+        plan = _plan_on(src, N, target.label, sink_path, storage_options, sink_after, session_conf, accept_edits)
         return RollbackResult(plan, src.location.url, sink_plan=sink_plan, sink=sink_plan.checkpoint)
     if into is not None:
         # plan first on the original, so a refusal leaves DEST untouched
-        _plan_on(src, N, target.label, sink_path, storage_options, session_conf=session_conf)
+        _plan_on(src, N, target.label, sink_path, storage_options, session_conf=session_conf, accept_edits=accept_edits)
         before = _fingerprint(src.entries)
         dest, copied = copy_checkpoint(src.location, into, storage_options)
         if _fingerprint(src.location.list_tree()) != before:
             raise RollbackRefused(N, f"{src.location.url} changed while it was copied: is the query running?")
         copied_from = src.location.url
         ckpt = Checkpoint.open(dest.url, storage_options)
-    plan = _plan_on(ckpt, N, target.label, sink_path, storage_options, session_conf=session_conf)
+    plan = _plan_on(
+        ckpt, N, target.label, sink_path, storage_options, session_conf=session_conf, accept_edits=accept_edits
+    )
     return RollbackResult(plan, ckpt.location.url, copied_from, copied)
 
 
@@ -347,6 +355,7 @@ def _plan_on(
     storage_options: Mapping[str, Any] | None,
     sink_after: Sink | None = None,
     session_conf: Mapping[str, str] | None = None,
+    accept_edits: bool = False,
 ) -> Plan:
     builder = PlanBuilder(ckpt, target)
     why_log = f"batch {N} becomes the last batch"
@@ -363,6 +372,12 @@ def _plan_on(
         builder.delete(rel, why, RULE)
     doomed_paths = {a.path for a in builder.actions if a.op == "delete"}
     after = ckpt.without(doomed_paths)
+    accepted = edited_logs(after) if accept_edits else []
+    for rel, crc in accepted:
+        accept_edit(builder, after, rel, crc, RULE)
+    if accepted:
+        writes = {a.path: a.content for a in builder.actions if a.op == "write" and a.content is not None}
+        after = ckpt.planned(writes, doomed_paths)
     report = audit(
         ckpt.location.url,
         target,
@@ -378,6 +393,11 @@ def _plan_on(
         reason = first.message if first else report.verdict.headline
         rule = f" [{first.rule_id}]" if first else ""
         hint = _gap_hint(ckpt, N) if first is not None and first.rule_id == "LOG-ASYNC-GAP" else ""
+        if first is not None and first.rule_id == "LOG-CRC-MISMATCH" and not accept_edits:
+            hint = (
+                "; restore the original file from a backup, or keep the edit with --accept-edits (the rollback then "
+                "writes a sidecar that records it, and Spark relies on the edit)"
+            )
         raise RollbackRefused(N, f"after the rollback Spark could not restart correctly: {reason}{rule}{hint}")
     replay = (
         f"; the data of batches {N + 1}..{L} is planned again (new batch boundaries)" if L is not None and L > N else ""
@@ -397,6 +417,11 @@ def _plan_on(
     effects = [
         f"Spark resumes at batch {N + 1} from the offsets of batch {N}, loading state version {keep_upto}{replay}",
         sink_effect,
+        *(
+            f"--accept-edits: Spark uses the edited {rel} as if it had written it; ckptfix cannot tell whether the "
+            "edit is right"
+            for rel, _ in accepted
+        ),
     ]
     notes = []
     if ckpt.sources:

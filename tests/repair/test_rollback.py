@@ -11,6 +11,7 @@ import os
 import shutil
 import tarfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -402,3 +403,34 @@ def test_a_refusal_at_an_async_gap_names_the_way_out(tmp_path: Path) -> None:
         assert "the logs allow a rollback to batches 0..1" in str(refused.value), refused.value
         assert ("`ckptfix repair" in str(refused.value)) is (N == 31), refused.value
     assert not plan_rollback(str(ckpt), 1, idle_seconds=0).plan.empty
+
+
+# -- an edited log file that stays ------------------------------------------------------------
+def _hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
+    """A Hadoop ``.crc`` sidecar written here from its format (``crc\\0``, bytes per checksum, CRC32 per chunk), not
+    by ckptfix."""
+    sums = b"".join(zlib.crc32(data[i : i + chunk]).to_bytes(4, "big") for i in range(0, len(data), chunk))
+    return b"crc\0" + chunk.to_bytes(4, "big") + sums
+
+
+def test_an_edited_kept_offset_file_is_refused_or_accepted_with_accept_edits(tmp_path: Path) -> None:
+    ckpt = extract("agg_hdfs", tmp_path)
+    off = ckpt / "offsets" / "3"
+    edited = off.read_bytes().replace(b'"batchTimestampMs":1', b'"batchTimestampMs":2', 1)
+    assert edited != off.read_bytes()
+    off.write_bytes(edited)  # an edit by hand after Spark wrote it: offsets/.3.crc no longer matches
+    line = _refusal(ckpt, 3, "--idle-seconds", "0")
+    assert "[LOG-CRC-MISMATCH]" in line and "--accept-edits" in line
+    before = tree(ckpt)
+    done = CliRunner().invoke(
+        app,
+        ["rollback", str(ckpt), "--to-batch", "3", "--target-spark", "3.5", "--apply", "--accept-edits", "--force"],
+    )
+    assert done.exit_code == 0, done.output
+    assert "--accept-edits: Spark uses the edited offsets/3" in done.stdout
+    assert (ckpt / "offsets" / ".3.crc").read_bytes() == _hadoop_crc(edited)
+    assert off.read_bytes() == edited and not (ckpt / "offsets" / "4").exists()
+    report = audit(str(ckpt), "3.5")
+    assert report.verdict.restarts and not [f.rule_id for f in report.findings if f.severity != "info"]
+    assert CliRunner().invoke(app, ["undo", str(ckpt), "--force"]).exit_code == 0
+    assert tree(ckpt) == before
