@@ -65,7 +65,8 @@ def parse_storage_options(pairs: list[str], endpoint_url: str | None = None) -> 
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"--storage-option: expected key=value, found {pair!r}")
+            hint = " (-o is --storage-option; the output file is --out)" if "=" not in pair else ""
+            raise UsageError(f"-o/--storage-option: expected key=value, found {pair!r}{hint}")
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError as exc:

@@ -357,6 +357,11 @@ class TestParseStorageOptions:
         with pytest.raises(UsageError, match="key=value"):
             parse_storage_options([pair])
 
+    def test_an_output_file_given_to_o_names_out(self) -> None:
+        """A new user's `state changes CKPT -o out.parquet`: -o is the storage option, the file is --out."""
+        with pytest.raises(UsageError, match=re.escape("found 'out.parquet' (-o is --storage-option; the output")):
+            parse_storage_options(["out.parquet"])
+
     @pytest.mark.parametrize("pairs", [["a=1", "a.b=2"], ["a..b=1"], ["a.=1"]])
     def test_conflicting_or_empty_dotted_keys_are_usage_errors(self, pairs: list[str]) -> None:
         with pytest.raises(UsageError):
