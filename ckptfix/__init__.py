@@ -32,8 +32,10 @@ if TYPE_CHECKING:
         read_state,
         undo,
     )
+    from ckptfix.errors import CkptfixError
 
 __all__ = [
+    "CkptfixError",
     "__version__",
     "audit",
     "history",
@@ -59,8 +61,17 @@ del _audit_package
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import ckptfix.api
+    if name == "CkptfixError":  # every error ckptfix raises on purpose (bad input, refusals); OSError for storage
+        from ckptfix.errors import CkptfixError
 
-    value = getattr(ckptfix.api, name)
+        value: Any = CkptfixError
+    else:
+        import ckptfix.api
+
+        value = getattr(ckptfix.api, name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -101,23 +101,53 @@ def _fspath(path: PathLike | None) -> str | None:
     return None if path is None else os.fspath(path)
 
 
+#: the keywords of :func:`read_state` beyond its own: the options of ``ckptfix state read``
+READ_OPTIONS = frozenset(
+    {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten"}
+    | {"key_schema", "value_schema", "force_schema"}
+)
+#: an API function's ``**options`` keywords, which its usage errors may name too
+_EXTRA_KEYWORDS = {"read_state": READ_OPTIONS}
+
+
 def _python_names(fn: _F) -> _F:
     """An API function whose usage errors name its own parameters: the shared checks speak the CLI's language
-    (``--target-spark: expected one of ...``); called from Python, the same error names ``target_spark``. Only a
-    leading option the function takes as a parameter is renamed."""
-    params = set(inspect.signature(fn).parameters)
+    (``--target-spark: expected one of ...``); called from Python, the same error names ``target_spark``. An option
+    is renamed where the function takes it as a parameter (or, for ``**options``, as one of its keywords); an
+    argument typed ``int`` that is not one is refused first, by name."""
+    sig = inspect.signature(fn)
+    params = set(sig.parameters)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        params |= _EXTRA_KEYWORDS.get(fn.__name__, frozenset())
+    # the parameters typed int (or int | None): a str, float or bool there failed deep inside ("'<' not supported
+    # between instances of 'str' and 'int'", "offsets/5.0: no such file")
+    ints = {
+        name: p.annotation == "int | None"
+        for name, p in sig.parameters.items()
+        if p.annotation in ("int", "int | None")
+    }
+
+    def python_name(m: re.Match[str]) -> str:
+        name = m.group(1).replace("-", "_")
+        return name if name in params else m.group(0)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind_partial(*args, **kwargs).arguments
+        for name, optional in ints.items():
+            if name not in bound or (optional and bound[name] is None):
+                continue
+            value = bound[name]
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UsageError(f"{fn.__name__}: {name}: expected an int, found {value!r}")
         try:
             return fn(*args, **kwargs)
         except UsageError as exc:
             text = str(exc)
-            m = re.match(r"--([a-z][a-z0-9-]*)", text)
-            name = m.group(1).replace("-", "_") if m else None
-            if m is None or name not in params:
+            renamed = re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", python_name, text)
+            if renamed == text:
                 raise
-            raise UsageError(f"{name}{text[m.end() :]}") from None
+            raise UsageError(renamed) from None
 
     return cast(_F, wrapper)
 
@@ -197,7 +227,11 @@ class RepairPlan:
         from ckptfix.render import text
 
         buf = StringIO()
-        text.plan(self.plan, self.unfixed, Console(file=buf, width=120, color_system=None, markup=False))
+        text.plan(
+            self.plan,
+            self.unfixed,
+            Console(file=buf, width=120, color_system=None, markup=False, emoji=False, highlight=False),
+        )
         return buf.getvalue()
 
     def to_json(self) -> dict[str, Any]:
@@ -277,7 +311,9 @@ class StatePlan:
         from ckptfix.render import text
 
         buf = StringIO()
-        text.plan(self.plan, [], Console(file=buf, width=120, color_system=None, markup=False))
+        text.plan(
+            self.plan, [], Console(file=buf, width=120, color_system=None, markup=False, emoji=False, highlight=False)
+        )
         return buf.getvalue()
 
     def apply(
@@ -509,13 +545,6 @@ def plan_repartition(
     return RepartitionPlan(result.plan, url, opts, sink_plan=result.sink_plan, sink=result.sink)
 
 
-#: the keywords of :func:`read_state` beyond its own: the options of ``ckptfix state read``
-READ_OPTIONS = frozenset(
-    {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten"}
-    | {"key_schema", "value_schema", "force_schema"}
-)
-
-
 @_python_names
 def read_state(
     ckpt_or_url: Checkpoint | PathLike,
@@ -539,9 +568,6 @@ def read_state(
     unknown = sorted(set(options) - READ_OPTIONS)
     if unknown:
         raise UsageError(f"read_state: expected keywords among {', '.join(sorted(READ_OPTIONS))}, found {unknown[0]!r}")
-    for name, value in (("operator", operator), ("batch", batch)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise UsageError(f"read_state: {name}: expected an int, found {value!r}")
     _, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
     flatten = options.pop("flatten", True)
     read = run_read(ckpt, flatten=flatten, operator=operator, batch=batch, storage_options=opts, **options)

@@ -302,3 +302,33 @@ def test_usage_errors_name_the_python_parameter_not_the_cli_option() -> None:
         2,
         "ckptfix: error: --target-spark: expected one of 3.5, 4.0, 4.1, 4.2, 4.3, found '4.x'\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"version": 0}, "version: expected at least 1"),
+        ({"batch": 3, "version": 4}, "give batch or version, not both"),
+        ({"partition": 5}, "partition 5: no such partition"),
+    ],
+)
+def test_read_state_options_are_named_as_keywords(options: dict[str, int], said: str) -> None:
+    """New-user trial: ``read_state(version=0)`` said ``--version: ...``; its ``**options`` are keywords too."""
+    with pytest.raises(UsageError) as refused:
+        ckptfix.read_state(ROOT / "samples" / "rocksdb-changelog", **options)
+    assert str(refused.value).startswith(said) and "--" not in str(refused.value), refused.value
+
+
+@pytest.mark.parametrize("to_batch", ["5", 5.0, True, None])
+def test_an_int_argument_of_another_type_is_refused_by_name(to_batch: object) -> None:
+    """New-user trial: ``plan_rollback(ckpt, "5")`` raised ``TypeError: '<' not supported ...`` and ``5.0`` looked
+    for ``offsets/5.0``."""
+    with pytest.raises(UsageError) as refused:
+        ckptfix.plan_rollback(ROOT / "samples" / "rocksdb-changelog", to_batch)  # type: ignore[arg-type]
+    assert str(refused.value) == f"plan_rollback: to_batch: expected an int, found {to_batch!r}"
+
+
+def test_one_exception_to_catch_and_the_api_in_dir() -> None:
+    assert ckptfix.CkptfixError is ckptfix.errors.CkptfixError
+    assert issubclass(ckptfix.errors.NotACheckpoint, ckptfix.CkptfixError)
+    assert {"audit", "read_state", "plan_repair", "CkptfixError"} <= set(dir(ckptfix))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from enum import Enum
 from functools import cache
@@ -164,7 +165,20 @@ def _console() -> type[Console]:
             self.quiet = True
             stdout_gone(self.file)
 
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            # bytes quoted from a damaged file (a NUL, an escape) must not reach the terminal raw
+            super().print(*(_printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
     return _Quiet
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters other than newline and tab written as ``\\xNN``, as JSON output escapes
+    them."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 #: the width of a console that writes to a pipe or a file: wide enough that no table row folds
@@ -176,7 +190,7 @@ def console(file: Any) -> Console:
     grep and for the reader's own terminal to wrap. Tables fit the terminal's width; on a pipe or in a file
     (where rich would take 80 columns, or the width of whichever other stream is a terminal) they take their
     natural width, so ``ckptfix state ls CKPT | cat`` folds no cell. ``COLUMNS`` sets the width everywhere."""
-    c = _console()(file=file, soft_wrap=True, markup=False)
+    c = _console()(file=file, soft_wrap=True, markup=False, emoji=False, highlight=False)
     if not c.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         c.width = PIPE_WIDTH
     return c

@@ -228,6 +228,8 @@ def state_listing(listing: Any, console: Console) -> None:
     say = _lines(console)
     last = listing.last_committed_batch
     say(f"State of {listing.checkpoint} ({'no committed batch' if last is None else f'last committed batch {last}'})")
+    if listing.operators and not listing.verified:
+        say("  loadable: the files each version needs are there (by name); --verify reads and checks them")
     if not listing.operators:
         say("  no state (a stateless query, or state/ is gone)")
     for op in listing.operators:

@@ -80,6 +80,9 @@ class StateListing:
     checkpoint: str
     last_committed_batch: int | None
     operators: list[OperatorStatus]
+    #: every file of every version called loadable was read and checked (``--verify``); without it, "loadable"
+    #: means "every file the version needs is there", judged from the names
+    verified: bool = False
 
     @property
     def ok(self) -> bool:
@@ -90,6 +93,7 @@ class StateListing:
             "checkpoint": self.checkpoint,
             "last_committed_batch": self.last_committed_batch,
             "ok": self.ok,
+            "verified": self.verified,
             "operators": [o.to_json() for o in self.operators],
         }
 
@@ -115,7 +119,7 @@ def list_state(
 ) -> StateListing:
     ckpt = url if isinstance(url, Checkpoint) else Checkpoint.open(url, storage_options)
     latest = ckpt.commits.latest
-    listing = StateListing(ckpt.location.url, latest, [])
+    listing = StateListing(ckpt.location.url, latest, [], verified=verify)
     for op_id in sorted(ckpt.state.operators):
         op = ckpt.state.operators[op_id]
         kwargs: dict[str, Any] = {"operator": op_id}

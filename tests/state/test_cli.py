@@ -28,9 +28,23 @@ def test_ls_text_and_json() -> None:
     text = run("state", "ls", HDFS, "--verify")
     assert text.exit_code == 0, text.output
     assert "partition 0: loadable 1-4; version 4: 4.snapshot" in text.stdout
+    assert "by name" not in text.stdout
     doc = json.loads(run("state", "ls", HDFS, "-f", "json").stdout)
     part = doc["operators"][0]["partitions"][0]
-    assert (part["loadable"], part["ok"]) == ("1-4", True)
+    assert (part["loadable"], part["ok"], doc["verified"]) == ("1-4", True, False)
+
+
+def test_ls_without_verify_says_it_judged_by_names(tmp_path: Path) -> None:
+    """A new user truncated a zip and `state ls` still called its version loadable: without --verify it looks at
+    names only, and says so; --verify reads the file and unloads the version."""
+    ckpt = tmp_path / "ck"
+    shutil.copytree(FIXTURES / "hdfs", ckpt)
+    snap = ckpt / "state/0/0/4.snapshot"
+    snap.write_bytes(snap.read_bytes()[:20])
+    quick = run("state", "ls", str(ckpt))
+    assert "loadable 1-4" in quick.stdout and "(by name); --verify reads and checks them" in quick.stdout
+    checked = run("state", "ls", str(ckpt), "--verify")
+    assert "CANNOT LOAD" in checked.stdout and "by name" not in checked.stdout
 
 
 def test_read_jsonl_csv_parquet(tmp_path: Path) -> None:

@@ -40,3 +40,26 @@ def test_every_rules_text_is_printed_verbatim() -> None:
     for rule in RULES.values():
         assert f"  {rule.docs}" in out, rule.id
         assert f"  fix: {rule.fix}" in out, rule.id
+
+
+def test_emoji_codes_in_a_path_stay_text(tmp_path: Path) -> None:
+    """A new user's `ckpt:smile:dir` printed as `ckpt😄dir`: rich's emoji codes are off, so the path is the one
+    given (for errors and results alike)."""
+    ckpt = tmp_path / "emo:x:dir" / "ck:smile:"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    audit = _cli("audit", str(ckpt))
+    assert f"checkpoint: {ckpt}" in audit.stdout, audit.stdout
+    missing = _cli("audit", str(tmp_path / "no:smile:where"))
+    assert missing.returncode == 2 and f"{tmp_path}/no:smile:where" in missing.stderr, missing.stderr
+
+
+def test_control_bytes_from_a_damaged_file_are_escaped(tmp_path: Path) -> None:
+    """Bytes quoted from a file (here a NUL-filled offset file) reach the terminal escaped, as JSON escapes them."""
+    ckpt = tmp_path / "ck"
+    shutil.copytree(sample_checkpoint(), ckpt)
+    latest = max((p for p in (ckpt / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    latest.write_bytes(b"v1\n\x00\x01\x1b[31mred")
+    for args in (("audit", str(ckpt)), ("repair", str(ckpt))):
+        done = _cli(*args)
+        text = done.stdout + done.stderr
+        assert not any(ch in text for ch in "\x00\x01\x1b"), text
