@@ -274,24 +274,27 @@ def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
         fc.builder.delete(rel, why, rule)
     # batch L+1 and later are planned anew: the state versions they wrote (> L+1) go
     rolled = _roll_state_back(fc, L + 1, rule, f"commits beyond the latest offset batch {L} are deleted")
+    # batch L+1 ran and committed, then its offset file was lost: Spark plans a new batch under the same id, which
+    # an exactly-once sink that holds the old one skips (the same case as a damaged offsets/L+1, LOG-UNREADABLE)
+    # (its source entries outlive its offsets; a file-source log without an entry for it says it never ran)
+    rerun = L + 1 in ahead and _replayed(fc, L, None) != "no input file"
     if K2 == L:
-        effects = [f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch re-runs"]
-        if rolled is not None:
-            effects.append(rolled)
-        replay = _replayed(fc, L, None)
-        if L + 1 in ahead and replay != "no input file":
-            effects.append(
-                f"batch {L + 1} ran before its offset file was lost and is planned anew: " + _again(fc, L, None, L + 1)
-            )
-        return effects
-    effects = [
-        f"Spark re-runs batch {L} with its recorded offsets/{L} (as after a crash); " + _again(fc, L - 1, L, L),
-        *([rolled] if rolled is not None else []),
-    ]
-    if L + 1 in ahead and _replayed(fc, L, None) != "no input file":  # its source entries outlive its offsets
+        effects = [
+            f"Spark resumes at batch {L + 1} from the offsets of batch {L}"
+            + ("" if rerun else "; no recorded batch re-runs")
+        ]
+    else:
+        effects = [
+            f"Spark re-runs batch {L} with its recorded offsets/{L} (as after a crash); " + _again(fc, L - 1, L, L)
+        ]
+    if rolled is not None:
+        effects.append(rolled)
+    if rerun:
         effects.append(
             f"batch {L + 1} ran before its offset file was lost and is planned anew: " + _again(fc, L, None, L + 1)
         )
+    if rerun and fc.audit.sink is None:
+        effects.append(_unchecked_sink(L + 1))
     return effects
 
 

@@ -409,10 +409,18 @@ def _plan_on(
             f"the file sink at {sink_after.location.url} is rolled back to batch {N} by its own plan (applied first): "
             f"Spark writes batches {N + 1}.. to it again"
         )
+    elif sink_path is not None:
+        sink_effect = (
+            f"the sink at {sink_path} holds no batch after {N}: it skips none of the re-planned ids; a sink keyed by "
+            "batch id elsewhere (foreachBatch) still holds the old ones"
+        )
     else:
         sink_effect = (
-            f"a sink keyed by batch id still holds the old batches {N + 1}..{L}: ids reused by the new run are "
-            "overwritten, ids it does not reach stay stale; an append sink sees the replayed data twice"
+            f"NOT CHECKED without --sink: an exactly-once sink (a file sink, a Delta table) that holds batches "
+            f"{N + 1}..{L} skips those ids when Spark plans them anew, and their new rows are lost: give it with "
+            "--sink OUT and ckptfix refuses (for a file sink, --with-sink rolls it back too); a foreachBatch sink "
+            "keyed by batch id overwrites the ids the new run reuses and keeps the rest stale; an append sink sees "
+            "the replayed data twice"
         )
     effects = [
         f"Spark resumes at batch {N + 1} from the offsets of batch {N}, loading state version {keep_upto}{replay}",

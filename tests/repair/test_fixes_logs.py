@@ -43,6 +43,9 @@ def extract(scenario: str, dest: Path) -> tuple[Path, Path]:
     return dest / "ckpt", dest / "output"
 
 
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
 def damaged(tmp_path: Path, case: str) -> Path:
     c = CASES[case]
     ckpt, _ = extract(c.scenario, tmp_path / "x")
@@ -91,8 +94,21 @@ def test_latest_offset_deleted_drops_its_commit_and_names_the_replayed_file(tmp_
     one_effect(plan, "resumes at batch 6", "1 input file(s) of sources/0 (entries 6..6)")
 
 
+def test_a_committed_batch_whose_offset_file_is_lost_warns_of_an_exactly_once_sink(tmp_path: Path) -> None:
+    """New-user trial: a truncated offsets/11 warned that a file sink or Delta table skips the re-planned batch 11;
+    offsets/11 deleted (commits/11 left) plans the same re-run and said nothing, while claiming "no recorded batch
+    re-runs". Both now carry the same warning."""
+    ckpt = tmp_path / "ck"
+    shutil.copytree(SAMPLES / "rocksdb-changelog", ckpt)
+    (ckpt / "offsets" / "11").unlink()
+    (ckpt / "offsets" / ".11.crc").unlink()
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == [] and "LOG-COMMIT-AHEAD" in plan.fixes
+    one_effect(plan, "batch 11 ran before its offset file was lost", "NOT CHECKED without --sink: batch 11")
+    assert not any("no recorded batch re-runs" in e for e in plan.effects), plan.effects
+
+
 MATRIX = Path(__file__).resolve().parents[1] / "fixtures" / "matrix"
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def _state_versions(ckpt: Path) -> set[int]:

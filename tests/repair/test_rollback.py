@@ -434,3 +434,13 @@ def test_an_edited_kept_offset_file_is_refused_or_accepted_with_accept_edits(tmp
     assert report.verdict.restarts and not [f.rule_id for f in report.findings if f.severity != "info"]
     assert CliRunner().invoke(app, ["undo", str(ckpt), "--force"]).exit_code == 0
     assert tree(ckpt) == before
+
+
+def test_without_sink_the_plan_says_an_exactly_once_sink_is_not_checked(tmp_path: Path) -> None:
+    """New-user trial: the rollback said a sink "overwrites" reused batch ids, where docs/repair.md says a file
+    sink and a Delta table skip them. Without --sink that is not checked, and the plan says so."""
+    ckpt = extract("filesink", tmp_path)
+    plan = plan_rollback(str(ckpt), 4, "3.5", force=True).plan
+    text = " | ".join(plan.effects)
+    assert "NOT CHECKED without --sink: an exactly-once sink" in text and "batches 5..6 skips those ids" in text, text
+    assert "are overwritten" not in text
