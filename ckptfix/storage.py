@@ -12,6 +12,7 @@ import json
 import os
 import posixpath
 import re
+import stat
 import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -206,6 +207,18 @@ def _missing_container(exc: BaseException) -> str | None:
     return None
 
 
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 class Location:
     """A checkpoint root (or any directory) on some filesystem."""
 
@@ -316,20 +329,44 @@ class Location:
             current = pending.pop()
             try:
                 with os.scandir(self.path(current)) as it:
-                    for d in it:
-                        child = f"{current}/{d.name}" if current else d.name
-                        if d.is_symlink():
-                            real = os.path.realpath(d.path)
-                            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-                                self.outside_links[child] = real
-                                continue
-                        st = d.stat(follow_symlinks=True)
-                        is_dir = d.is_dir(follow_symlinks=True)
-                        out[child] = Entry(0 if is_dir else st.st_size, st.st_mtime, is_dir)
-                        if is_dir:
-                            pending.append(child)
+                    entries = list(it)
+            except FileNotFoundError:
+                if current == rel:
+                    raise self._storage_error(current, FileNotFoundError()) from None
+                continue  # a directory removed while the tree was listed: as a listing a moment later shows it
             except OSError as exc:
                 raise self._storage_error(current, exc) from None
+            for d in entries:
+                child = f"{current}/{d.name}" if current else d.name
+                link = d.is_symlink()
+                if link:
+                    real = os.path.realpath(d.path)
+                    if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+                        self.outside_links[child] = real
+                        continue
+                try:
+                    st = d.stat(follow_symlinks=True)
+                except FileNotFoundError:
+                    if not link:
+                        continue  # removed while the tree was listed
+                    raise FileNotFoundError(
+                        f"{self.display(child)}: expected a file or directory, found a symbolic link to "
+                        f"'{os.readlink(d.path)}', which does not exist"
+                    ) from None
+                except OSError as exc:
+                    what = f"a symbolic link to '{os.readlink(d.path)}'" if link else "an entry"
+                    raise OSError(
+                        f"{self.display(child)}: expected a file or directory, found {what} that cannot be followed "
+                        f"({exc.strerror or type(exc).__name__})"
+                    ) from None
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if not is_dir and not stat.S_ISREG(st.st_mode):  # reading a FIFO would block forever
+                    raise OSError(
+                        f"{self.display(child)}: expected a file or directory, found {_file_kind(st.st_mode)}"
+                    )
+                out[child] = Entry(0 if is_dir else st.st_size, st.st_mtime, is_dir)
+                if is_dir:
+                    pending.append(child)
         return out
 
     def read(self, rel: str) -> bytes:

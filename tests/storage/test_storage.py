@@ -264,6 +264,34 @@ def test_local_unreadable_directory_fails_the_listing(tmp_path: Path) -> None:
     assert f"{root}/state/0" in proc.stdout
 
 
+def _listing_error(root: Path) -> str:
+    with pytest.raises(OSError) as failed:
+        open_location(str(root)).list_tree()
+    return str(failed.value)
+
+
+def test_a_dangling_or_looping_link_is_named_not_its_directory(tmp_path: Path) -> None:
+    """New-user trial: a dangling symlink offsets/12 made the listing say "offsets: no such file or directory"."""
+    root = tmp_path / "ckpt"
+    (root / "offsets").mkdir(parents=True)
+    (root / "offsets" / "12").symlink_to("gone")
+    assert _listing_error(root) == (
+        f"{root}/offsets/12: expected a file or directory, found a symbolic link to 'gone', which does not exist"
+    )
+    (root / "offsets" / "12").unlink()
+    (root / "offsets" / "12").symlink_to("12")
+    said = _listing_error(root)
+    assert said.startswith(f"{root}/offsets/12: expected a file or directory, found a symbolic link to '12' that "), said
+
+
+def test_a_fifo_is_refused_before_anything_reads_it(tmp_path: Path) -> None:
+    """New-user trial: a FIFO in offsets/ hung the audit (reading it blocks)."""
+    root = tmp_path / "ckpt"
+    (root / "offsets").mkdir(parents=True)
+    os.mkfifo(root / "offsets" / "12")
+    assert _listing_error(root) == f"{root}/offsets/12: expected a file or directory, found a named pipe (FIFO)"
+
+
 @pytest.mark.s3
 def test_unreachable_s3_endpoint_is_an_os_error_naming_the_url() -> None:
     pytest.importorskip("s3fs")
