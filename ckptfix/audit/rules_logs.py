@@ -17,6 +17,7 @@ from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
+from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats import hadoopcrc
 from ckptfix.formats import metadata as metadata_format
@@ -220,6 +221,10 @@ LOG_WATERMARK_EDITED = define(
 )
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_.$-]+$")  # ordinals and user-given source names
 
 
@@ -405,6 +410,24 @@ def _keeps_async(ctx: AuditContext) -> bool:
     return options.get("asyncprogresstrackingenabled") == "true"
 
 
+def stateful_gap_fix(ck: Checkpoint) -> str:
+    """LOG-ASYNC-GAP where state/ has stateful operators: asynchronous progress tracking never runs them, so the
+    gap has another cause and neither a copied offset file nor `async-off` is the way out (repair refuses both);
+    the audit and the repair's refusal say the same."""
+    L = ck.offsets.latest
+    before = [b for b in ck.commits.files if b in ck.offsets.files and L is not None and b < L - 1]
+    back = (
+        f"`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {max(before)}`, the newest batch both logs "
+        "hold before the gap"
+        if before
+        else "`ckptfix rollback`"
+    )
+    return (
+        "this gap has another cause than asynchronous progress tracking, which never runs the stateful operators "
+        f"state/ has; restore offsets/{'L-1' if L is None else L - 1} from a backup or roll back ({back})"
+    )
+
+
 @check
 def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
     """The async-off blocker: offsets/L-1 must exist and parse (D1/F1)."""
@@ -452,6 +475,7 @@ def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
             ev,
             spark_error=err,
             stage=stage,
+            fix=_sentence(stateful_gap_fix(ck)) + "." if ck.state.operators else None,
         )
         return
     _, exc = ctx.offset_or_error(prev)

@@ -11,6 +11,8 @@ lineage names its ancestors (spark-state-formats.md §2.2, §4.4, §4.7).
 from __future__ import annotations
 
 import contextlib
+import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -820,9 +822,32 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     stage=70,
                 )
             else:
-                yield _as_finding(problem, stage=70)
+                yield _as_finding(_with_rollback_fix(ctx, problem), stage=70)
     if ctx.deep:
         yield from _deep_state(ctx)
+
+
+_STATE_FILE_VERSION = re.compile(r"/(\d+)(?:_[0-9a-fA-F-]+)?\.(?:delta|changelog|zip|snapshot)$")
+
+
+def _with_rollback_fix(ctx: AuditContext, problem: Problem) -> Problem:
+    """STATE-FILE-CORRUPT's "roll back before it" as the command to run: the newest batch whose state version does
+    not load the damaged file of version v is v - 2 (it keeps version v - 1, loaded from older files), when both
+    of its log entries are there (a new user had to guess the batch)."""
+    if problem.rule != FILE_CORRUPT.id or problem.fix is not None or not problem.evidence:
+        return problem
+    m = _STATE_FILE_VERSION.search(problem.evidence[0].path)
+    if m is None:
+        return problem
+    ck = ctx.ckpt
+    batch = int(m.group(1)) - 2
+    if batch < 0 or batch not in ck.commits.files or batch not in ck.offsets.files:
+        return problem
+    fix = (
+        f"Restore the file from a backup, or roll back to batch {batch}, the newest whose state does not load it: "
+        f"`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {batch}` (the batches after it run again)."
+    )
+    return replace(problem, fix=fix)
 
 
 def _partition_agnostic(

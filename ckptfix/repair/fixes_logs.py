@@ -12,13 +12,13 @@ what a sink sees again. Two rules hold everywhere:
 
 from __future__ import annotations
 
-import shlex
 import uuid
 from dataclasses import replace
 
 from ckptfix import layout
 from ckptfix.audit.model import Finding
 from ckptfix.audit.rules_conf import FORMAT_CHANGED, FORMAT_NOT_RECORDED, format_conflicts
+from ckptfix.audit.rules_logs import stateful_gap_fix
 from ckptfix.errors import CannotFix, CkptfixError, FormatError
 from ckptfix.formats import commitlog, offsetlog
 from ckptfix.formats import metadata as metadata_format
@@ -892,18 +892,7 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     (spark-logs-and-restart.md §7.5, verified on 3.5.9 and 4.3.0)."""
     ck, rule = fc.ckpt, finding.rule_id
     if ck.state.operators:
-        L = ck.offsets.latest
-        before = [b for b in ck.commits.files if b in ck.offsets.files and L is not None and b < L - 1]
-        back = (
-            f"`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {max(before)}`, the newest batch both logs "
-            "hold before the gap"
-            if before
-            else "`ckptfix rollback`"
-        )
-        raise CannotFix(
-            "state/ has stateful operators, which asynchronous progress tracking never runs: this gap has another "
-            f"cause; restore offsets/{'L-1' if L is None else L - 1} from a backup or roll back ({back})"
-        )
+        raise CannotFix(stateful_gap_fix(ck))
     if fc.strategy == "truncate":
         return _truncate_to_consecutive(fc, rule)
     L, K = ck.offsets.latest, ck.commits.latest

@@ -308,6 +308,10 @@ def _check_committed(ckpt: Checkpoint, N: int) -> None:
             raise RollbackRefused(N, f"{what} is unreadable ({exc.expected}, found {exc.found})") from None
 
 
+def _batches(first: int, last: int) -> str:
+    return f"batch {first}" if first == last else f"batches {first}..{last}"
+
+
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -400,7 +404,7 @@ def _plan_on(
             )
         raise RollbackRefused(N, f"after the rollback Spark could not restart correctly: {reason}{rule}{hint}")
     replay = (
-        f"; the data of batches {N + 1}..{L} is planned again (new batch boundaries)" if L is not None and L > N else ""
+        f"; the data of {_batches(N + 1, L)} is planned again (new batch boundaries)" if L is not None and L > N else ""
     )
     if L is None or L <= N:
         sink_effect = "nothing to replay"
@@ -416,9 +420,9 @@ def _plan_on(
         )
     else:
         sink_effect = (
-            f"NOT CHECKED without --sink: an exactly-once sink (a file sink, a Delta table) that holds batches "
-            f"{N + 1}..{L} skips those ids when Spark plans them anew, and their new rows are lost: give it with "
-            "--sink OUT and ckptfix refuses (for a file sink, --with-sink rolls it back too); a foreachBatch sink "
+            f"NOT CHECKED without --sink: an exactly-once sink (a file sink, a Delta table) that holds "
+            f"{_batches(N + 1, L)} skips those ids when Spark plans them anew, and their new rows are lost: give it "
+            "with --sink OUT and ckptfix refuses (for a file sink, --with-sink rolls it back too); a foreachBatch sink "
             "keyed by batch id overwrites the ids the new run reuses and keeps the rest stale; an append sink sees "
             "the replayed data twice"
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -33,3 +34,50 @@ def test_the_join_fix_command_runs_as_printed(target: str, tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr
     assert not [f for f in audit(str(ckpt), target).findings if f.rule_id == "UPGRADE-JOIN-NULLABILITY"]
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def test_a_corrupt_changelog_names_the_rollback_that_avoids_it(tmp_path: Path) -> None:
+    """New-user trial: an empty state/0/1/12.changelog (12.zip gone) said "roll back before it (`ckptfix
+    rollback`)", and the user had to guess the batch. The fix names batch 10 (state version 11 loads 9.zip and
+    changelogs 10..11); the command, pasted with --apply, leaves a checkpoint the audit says restarts."""
+    ckpt = tmp_path / "ck"
+    shutil.copytree(SAMPLES / "rocksdb-changelog", ckpt)
+    (ckpt / "state/0/1/12.changelog").write_bytes(b"")
+    (ckpt / "state/0/1/12.zip").unlink()
+    (finding,) = [f for f in audit(str(ckpt), "4.3").findings if f.rule_id == "STATE-FILE-CORRUPT"]
+    command = re.search(r"`(ckptfix rollback [^`]*)`", finding.fix or "")
+    assert command is not None, finding.fix
+    argv = shlex.split(command.group(1))
+    assert argv == ["ckptfix", "rollback", str(ckpt), "--to-batch", "10"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *argv[1:], "--apply", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert audit(str(ckpt), "4.3").verdict.restarts
+
+
+def test_an_offset_gap_under_stateful_operators_names_the_rollback_not_async_off(tmp_path: Path) -> None:
+    """New-user trial: offsets/10 deleted in a stateful checkpoint; the audit's fix offered `ckptfix repair` or
+    `ckptfix async-off`, and repair refused both. The audit now gives the refusal's way out, and it runs."""
+    ckpt = tmp_path / "ck"
+    shutil.copytree(SAMPLES / "rocksdb-changelog", ckpt)
+    (ckpt / "offsets/10").unlink()
+    (ckpt / "offsets/.10.crc").unlink()
+    (finding,) = [f for f in audit(str(ckpt), "4.3").findings if f.rule_id == "LOG-ASYNC-GAP"]
+    assert "async-off" not in (finding.fix or "") and "another cause" in (finding.fix or ""), finding.fix
+    command = re.search(r"`(ckptfix rollback [^`]*)`", finding.fix or "")
+    assert command is not None and shlex.split(command.group(1))[2:] == [str(ckpt), "--to-batch", "9"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *shlex.split(command.group(1))[1:], "--apply", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert audit(str(ckpt), "4.3").verdict.restarts
