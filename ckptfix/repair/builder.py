@@ -74,7 +74,8 @@ class PlanBuilder:
                 self._add(Action("delete", hadoop, FileState.of(old), None, f"sidecar of {rel}", rule, rel))
             else:
                 new = hadoopcrc.dump(hadoopcrc.compute(content))
-                self._add(Action("write", hadoop, FileState.of(old), new, f"sidecar of {rel}", rule, rel))
+                if new != old:  # a sidecar that already records these bytes stays (no action that changes nothing)
+                    self._add(Action("write", hadoop, FileState.of(old), new, f"sidecar of {rel}", rule, rel))
         if layout.parse_state_file(name) is not None:  # Spark 4.x <state file>.crc JSON sidecar
             sidecar = f"{rel}.crc"
             old = self.current(sidecar)
@@ -83,7 +84,8 @@ class PlanBuilder:
                     self._add(Action("delete", sidecar, FileState.of(old), None, f"checksum of {rel}", rule, rel))
                 else:
                     new = filechecksum.dump(filechecksum.make(content))
-                    self._add(Action("write", sidecar, FileState.of(old), new, f"checksum of {rel}", rule, rel))
+                    if new != old:
+                        self._add(Action("write", sidecar, FileState.of(old), new, f"checksum of {rel}", rule, rel))
 
     def build(
         self,

@@ -74,7 +74,7 @@ def _chain_past_corruption(
             in_step = any(f"/{step.name}" in exc.path for step in chain.steps)
             if base is None or in_step or sel.from_snapshot is not None:
                 raise
-            skipped.append(f"{base.rel}: {exc.expected}, found {exc.found}")
+            skipped.append(f"{base.rel}: expected {exc.expected}, found {exc.found}")
             exclude.append(base.version)
 
 
