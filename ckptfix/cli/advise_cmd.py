@@ -58,7 +58,7 @@ def advise(
     """Per query: batch duration, state commit time per task and its share of the batch, RocksDB commit phases,
     and recommendations with the numbers and thresholds behind them.
 
-    Exit 0: analysed; 1: a recommendation at or above --fail-on; 2: unreadable input or bad usage.
+    Exit 0: analysed; 1: a recommendation at or above --fail-on; 2: unreadable input or bad usage; 3: a bug.
     """
     from ckptfix.advise import advise_data, read_one
     from ckptfix.render import advice as render

@@ -59,7 +59,7 @@ def async_off(
     batches commit, stop; 3 audit again; 4 (--verify) restart with tracking off. Nothing runs without --apply.
 
     Exit 0: done (or the dry run would proceed); 1: not finished (no new data, check or verify failed);
-    2: bad input or refused.
+    2: bad input or refused; 3: a bug.
     """
     from ckptfix.progress import NullProgress
     from ckptfix.spark.async_off import Options

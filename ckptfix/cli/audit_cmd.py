@@ -66,7 +66,7 @@ def audit(
     With --against, also apply Spark's rules for query changes (QUERY-* findings: allowed, not allowed or
     ill-defined, and why). Nothing in the checkpoint is written.
 
-    Exit 0: no finding at or above --fail-on; 1: findings; 2: the checkpoint cannot be audited.
+    Exit 0: no finding at or above --fail-on; 1: findings; 2: the checkpoint cannot be audited; 3: a bug.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     session_conf = conf_pairs(conf)

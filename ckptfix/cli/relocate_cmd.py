@@ -21,6 +21,7 @@ from ckptfix.cli.common import (
     out,
     storage_options,
 )
+from ckptfix.errors import UsageError
 from ckptfix.render import jsonout, text
 
 DestStorageOption = typer.Option(
@@ -34,7 +35,7 @@ DestEndpointOption = typer.Option(None, "--dest-endpoint-url", help="S3-compatib
 
 def relocate(
     source: str = typer.Argument(..., help="The checkpoint to copy (only read)."),
-    dest: str = typer.Argument(..., help="New or empty destination (local path, s3://, s3a://, memory://)."),
+    dest: str = typer.Argument(..., help="New or empty destination (local path, s3://, s3a://, gs://, abfs://)."),
     do_apply: bool = apply_option("Copy and rewrite (default: show the plan, change nothing)."),
     input_from: str | None = typer.Option(
         None, "--input-from", help="Old input directory of a file source (rewrite its log entries; needs --input-to)."
@@ -57,6 +58,12 @@ def relocate(
     checkpoint or looks alive. An interrupted --apply leaves DEST without `metadata`: run the same command again.
     """
     from ckptfix.migrate.relocate import apply_relocation, plan_relocation
+
+    if dest.startswith("memory://"):  # a copy there would vanish when this command exits, after "done"
+        raise UsageError(
+            f"DEST {dest}: expected a store that outlives this command, found memory:// (it lives as long as the "
+            "process: use it from the Python API, ckptfix.migrate.relocate)"
+        )
 
     src_opts = storage_options(fmt, storage_option, endpoint_url)
     dest_opts: dict[str, Any] = src_opts

@@ -72,7 +72,7 @@ def rollback(
     Refuses when batch N is not committed, the query looks alive, the sink (--sink) holds later
     batches, or state version N+1 cannot be loaded from what remains. With --with-sink, a file sink
     is rolled back too (its run first, then the checkpoint's; each undone with `ckptfix undo`).
-    Exit 0: planned/applied; 2: refused or bad input.
+    Exit 0: planned/applied; 2: refused or bad input; 3: a bug.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     result = plan_rollback(

@@ -255,3 +255,12 @@ def test_s3_bucket_to_bucket(src: Path, s3_bucket: Any) -> None:
     assert copied == tree(src)
     report = audit(f"s3://{other}/q1", storage_options=opts)
     assert report.verdict.restarts, report.verdict.headline
+
+
+def test_the_cli_refuses_a_memory_destination() -> None:
+    """New-user trial: `migrate relocate SRC memory://x/y --apply` printed "done ... restart the query with
+    checkpointLocation=memory://x/y", and the copy vanished with the process."""
+    sample = Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog"
+    result = CliRunner().invoke(app, ["migrate", "relocate", str(sample), "memory://x/y", "--apply"])
+    assert result.exit_code == 2
+    assert "DEST memory://x/y: expected a store that outlives this command, found memory://" in result.stderr
