@@ -237,8 +237,12 @@ def apply(
     if resume:
         ckpt = Location(target, opts)
         engine.runs_home(target, _backup(target, backup_dir, opts), opts)
+        runs = engine.Runs(_backup(target, backup_dir, opts))
+        done_before = {r for r in runs.run_ids() if runs.info(r).status == "complete"}
         run_id = engine.resume(ckpt, _backup(target, backup_dir, opts), run)
-        plan = engine.Runs(_backup(target, backup_dir, opts)).plan_of(run_id)
+        plan = runs.plan_of(run_id)
+        if run_id in done_before:  # nothing was interrupted: say so, not "applied as run ..." again
+            note(quiet, f"run {run_id} was already complete: nothing to resume")
     else:
         if run is not None:
             fail(fmt, "--run goes with --resume", "UsageError")

@@ -3,6 +3,8 @@ sidecar, and the sidecar ``--accept-edits`` writes for one (``repair`` and ``rol
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
@@ -47,3 +49,17 @@ def accept_edit(builder: PlanBuilder, ck: Checkpoint, rel: str, crc: hadoopcrc.H
         f"--accept-edits: the sidecar now records the edited {rel}",
         rule,
     )
+
+
+def sidecar_proven(ck: Checkpoint, rel: str, candidates: Iterable[bytes]) -> bytes | None:
+    """The candidate whose every 512-byte chunk matches ``rel``'s Hadoop ``.crc`` sidecar: the bytes Spark wrote
+    (a CRC32 per chunk identifies them beyond doubt among a handful of candidates), or None (no sidecar, an
+    unreadable one, or no candidate matches)."""
+    side = crc_rel(rel)
+    if side not in ck.entries:
+        return None
+    try:
+        crc = hadoopcrc.parse(ck.read(side), ck.display(side))
+    except FormatError:
+        return None
+    return next((c for c in candidates if hadoopcrc.first_mismatch(crc, c) is None), None)

@@ -20,6 +20,7 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import signal
 import socket
 import time
@@ -578,11 +579,35 @@ def apply(
         raise PlanError("the plan has no actions: nothing to apply")
     validate(plan, ckpt, backup)
     check_no_pending_run(ckpt, backup)
+    check_not_applied(ckpt, plan, backup)
     if not force:
         check_idle(ckpt, plan, idle_seconds, own_writes(backup))
     check_preconditions(ckpt, plan, current_states(ckpt, plan.actions))  # refuse before creating anything
     with locked(backup, "apply"):
         return _apply(plan, ckpt, backup, say)
+
+
+def _same_actions(a: Plan, b: Plan) -> bool:
+    def key(p: Plan) -> list[tuple[str, str, FileState, bytes | None]]:
+        return [(x.op, x.path, x.before, x.content) for x in p.actions]
+
+    return key(a) == key(b)
+
+
+def check_not_applied(ckpt: Location, plan: Plan, backup: Location) -> None:
+    """A plan applied a second time (the same actions as a complete run, not undone since) is named as such: its
+    preconditions fail, but "the checkpoint changed" or "is the query running?" would send the user looking for a
+    writer that is ckptfix itself."""
+    runs = Runs(backup)
+    for run_id in reversed(runs.run_ids()[-20:]):
+        try:
+            if runs.info(run_id).status == "complete" and _same_actions(runs.plan_of(run_id), plan):
+                raise PlanError(
+                    f"this plan was already applied to {ckpt.url} as run {run_id} (`ckptfix history` lists it; "
+                    f"`ckptfix undo {shlex.quote(ckpt.url)} {run_id}` reverts it)"
+                )
+        except JournalError:
+            continue
 
 
 def check_no_pending_run(ckpt: Location, backup: Location) -> None:

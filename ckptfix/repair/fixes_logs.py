@@ -12,6 +12,7 @@ what a sink sees again. Two rules hold everywhere:
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import replace
 
@@ -23,7 +24,7 @@ from ckptfix.errors import CannotFix, CkptfixError, FormatError
 from ckptfix.formats import commitlog, offsetlog
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.formats.offsetlog import file_source_log_offset
-from ckptfix.repair.crc_edits import accept_edit, crc_rel, edited_logs
+from ckptfix.repair.crc_edits import accept_edit, crc_rel, edited_logs, sidecar_proven
 from ckptfix.repair.fixes import FixContext, fixes
 from ckptfix.repair.rollback import state_deletions
 
@@ -397,6 +398,59 @@ def _back_to_committed(fc: FixContext, rule: str, why: str) -> list[str] | None:
     ]
 
 
+def _commit_as_written(fc: FixContext, batch: int) -> bytes | None:
+    """commits/<batch> as Spark wrote it, when its ``.crc`` sidecar proves it: the file's own content written the
+    way Spark writes it (an edit that changed only the formatting), or a v1 commit whose nextBatchWatermarkMs is
+    one this checkpoint records for the batch (offsets/<batch>'s watermark, the commit before's, 0)."""
+    ck = fc.ckpt
+    rel = ck.commits.files.get(batch)
+    if rel is None:
+        return None
+    candidates: list[bytes] = []
+    with contextlib.suppress(FormatError, OSError):
+        candidates.append(commitlog.dump(ck.commit(batch)))
+    marks: list[int] = []
+    off = _readable_offset(fc, batch)
+    if off is not None and off.metadata is not None:
+        marks.append(off.metadata.batch_watermark_ms)
+    before = _readable_commit(fc, batch - 1) if batch > 0 else None
+    if before is not None and before.next_batch_watermark_ms is not None:
+        marks.append(before.next_batch_watermark_ms)
+    marks.append(0)
+    candidates += [commitlog.dump(commitlog.CommitFile(1, w)) for w in dict.fromkeys(marks)]
+    return sidecar_proven(ck, rel, dict.fromkeys(candidates))
+
+
+def _same_commit(fc: FixContext, batch: int, written: bytes) -> bool:
+    try:
+        return commitlog.dump(fc.ckpt.commit(batch)) == written
+    except (FormatError, OSError):
+        return False
+
+
+def _keeps_state(fc: FixContext, batch: int) -> str | None:
+    """The effect of re-running ``batch`` with its recorded offsets (its commit deleted) on the state it wrote:
+    version batch+1 stays, as in Spark's own recovery from a crash before the commit. The re-run writes the same
+    version from the same input; a file sink that holds the batch skips it, runs no operator, and the restart
+    after it loads the version that stayed (deleting it made that restart fail: damage hunt 7, F3)."""
+    if not _stateful(fc) or not _state_versions_from(fc, batch + 1):
+        return None
+    text = (
+        f"state version {batch + 1}, which batch {batch} wrote, stays: the re-run writes it again from the same "
+        "input, or, where a file sink skips the batch, the next batch loads it as it is"
+    )
+    off = _readable_offset(fc, batch)
+    mark = off.metadata.batch_watermark_ms if off is not None and off.metadata is not None else 0
+    # a skipped batch feeds no event time to the watermark (seen live: tests/repair/test_edited_commit_file_sink_live.py)
+    if mark:
+        text += (
+            f"; a skipped re-run observes no event time, so batch {batch + 1} runs with batch {batch}'s watermark "
+            f"({mark} ms): what that watermark would have closed then (a window, a state entry) closes one batch "
+            "later, nothing is lost or written twice"
+        )
+    return text
+
+
 def _commit_v1(fc: FixContext, batch: int, watermark: int, rule: str, why: str) -> None:
     """Rewrite commits/<batch> as ``v1\\n{"nextBatchWatermarkMs":W}`` (refused for state pointers)."""
     ck = fc.ckpt
@@ -424,6 +478,15 @@ def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
         lost = _lost_source_entries(fc, "restore them from a backup")
         if lost:  # batch L cannot re-run, nor resume after it (the restart reads its entries): plan it again
             return _replan_lost_batch(fc, rule, lost)
+        written = _commit_as_written(fc, K) if fc.strategy != "truncate" else None
+        if written is not None:
+            fc.builder.write(
+                ck.commits.files[K], written, f"{why}: the bytes Spark wrote, which commits/.{K}.crc checks", rule
+            )
+            return [
+                f"Spark resumes at batch {L + 1}; no batch re-runs (commits/{K} holds again the bytes Spark wrote: "
+                "its .crc sidecar matches them)"
+            ]
         off = _readable_offset(fc, L)
         assert off is not None
         prev_commit = _readable_commit(fc, L - 1) if L > 0 else None
@@ -441,7 +504,7 @@ def _damaged_commit(fc: FixContext, rule: str, why: str) -> list[str]:
             ]
         unchecked = _rerun_into_v2_sink(fc, L, why)
         fc.builder.delete(ck.commits.files[K], f"{why}: batch {L} re-runs with its recorded offsets", rule)
-        rolled = _roll_state_back(fc, L, rule, why)
+        rolled = _keeps_state(fc, L)
         return [
             f"Spark re-runs batch {L} with its recorded offsets (offsets/{L - 1} -> offsets/{L}), as after a crash "
             "before the commit; a file sink skips it (it holds the batch already); " + _again(fc, L - 1, L, L),
@@ -799,10 +862,23 @@ def crc_mismatch(fc: FixContext, finding: Finding) -> list[str]:
         paths.discard(off_L)
         if K == L:
             paths.discard(com_K)
+    written = _commit_as_written(fc, K) if com_K in paths and K is not None else None
+    if written is not None and com_K is not None and K is not None:
+        fc.builder.write(
+            com_K,
+            written,
+            f"commits/{K} was edited after Spark wrote it: the bytes Spark wrote, which its .crc checks",
+            rule,
+        )
+        effects.append(
+            f"commits/{K} holds again the bytes Spark wrote (its .crc sidecar matches them; the edit "
+            f"{'changed only their formatting' if _same_commit(fc, K, written) else 'is undone'}): nothing re-runs"
+        )
+        paths.discard(com_K)
     if com_K in paths and K == L and L is not None:
         unchecked = _rerun_into_v2_sink(fc, L, f"commits/{K} was edited after Spark wrote it")
         fc.builder.delete(com_K, f"commits/{K} was edited after Spark wrote it: batch {L} re-runs", rule)
-        rolled = _roll_state_back(fc, L, rule, f"commits/{K} was edited after Spark wrote it")
+        rolled = _keeps_state(fc, L)
         effects.append(
             f"Spark re-runs batch {L} with its recorded offsets, as after a crash before the commit; a file sink "
             "skips it; " + _again(fc, L - 1, L, L)

@@ -447,6 +447,13 @@ def test_edited_commit_of_an_uncommitted_batch_needs_accept_edits(tmp_path: Path
     # an edit that keeps the watermark at 0 (a moved watermark would make a checkpoint without state/ look like a
     # stateful query's whose state is gone: STATE-DIR-MISSING, unknown); the stale .5.crc stays
     (ckpt / "commits" / "5").write_bytes(b'v1\n{"nextBatchWatermarkMs": 0}')
+    # the edit changed only the formatting: the sidecar proves which bytes Spark wrote, and the plan writes them
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == [] and ops(plan) == [("write", "commits/5")]
+    assert content(plan, "commits/5") == COMMIT_WM0 and hadoop_crc(COMMIT_WM0) == (ckpt / "commits/.5.crc").read_bytes()
+    one_effect(plan, "commits/5 holds again the bytes Spark wrote", "changed only their formatting", "nothing re-runs")
+    # an edit no sidecar check can undo (Spark wrote a watermark no file of the checkpoint records) is refused
+    (ckpt / "commits" / ".5.crc").write_bytes(hadoop_crc(b'v1\n{"nextBatchWatermarkMs":123}'))
     plan, unfixed = plan_of(ckpt)
     assert plan.empty
     assert unfixed == [
@@ -455,13 +462,41 @@ def test_edited_commit_of_an_uncommitted_batch_needs_accept_edits(tmp_path: Path
     ]
 
 
-def test_edited_latest_commit_reruns_its_batch(tmp_path: Path) -> None:
+def test_edited_latest_commit_gets_the_bytes_its_sidecar_proves(tmp_path: Path) -> None:
+    """An edited commits/6 whose .crc matches the commit Spark wrote (watermark 0, as offsets/6 records): those
+    bytes are written back; no batch re-runs."""
     ckpt, _ = extract("stateless", tmp_path / "x")
     (ckpt / "commits" / "6").write_bytes(b'v1\n{"nextBatchWatermarkMs":7}')
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == [] and ops(plan) == [("write", "commits/6")]
+    assert content(plan, "commits/6") == COMMIT_WM0
+    one_effect(plan, "the edit is undone", "nothing re-runs")
+
+
+def test_edited_latest_commit_reruns_its_batch(tmp_path: Path) -> None:
+    """When no candidate matches the sidecar (here: Spark wrote watermark 123, which no other file records), batch
+    6 re-runs with its recorded offsets and Spark writes the commit again."""
+    ckpt, _ = extract("stateless", tmp_path / "x")
+    (ckpt / "commits" / "6").write_bytes(b'v1\n{"nextBatchWatermarkMs":7}')
+    (ckpt / "commits" / ".6.crc").write_bytes(hadoop_crc(b'v1\n{"nextBatchWatermarkMs":123}'))
     plan, unfixed = plan_of(ckpt)
     assert unfixed == []
     assert ops(plan) == [("delete", "commits/6"), ("delete", "commits/.6.crc")]
     one_effect(plan, "re-runs batch 6 with its recorded offsets")
+
+
+def test_an_edited_commit_rerun_keeps_the_state_its_batch_wrote(tmp_path: Path) -> None:
+    """Damage hunt 7, F3: a stateful query with a file sink, commits/L edited. The plan deleted commits/L and state
+    version L+1; Spark re-ran batch L, the file sink skipped it (no operator ran, version L+1 was never written
+    again) and the next restart failed: "4.delta does not exist". Version L+1 stays now, as in Spark's own
+    recovery from a crash before the commit."""
+    ckpt, _ = extract("agg_hdfs", tmp_path / "x")
+    (ckpt / "commits" / "7").write_bytes(b'v1\n{"nextBatchWatermarkMs":7}')
+    (ckpt / "commits" / ".7.crc").write_bytes(hadoop_crc(b'v1\n{"nextBatchWatermarkMs":123}'))
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ops(plan) == [("delete", "commits/7"), ("delete", "commits/.7.crc")], ops(plan)
+    one_effect(plan, "re-runs batch 7 with its recorded offsets", "state version 8, which batch 7 wrote, stays")
 
 
 # -- LOG-NONCANONICAL-NAME -------------------------------------------------------------------
