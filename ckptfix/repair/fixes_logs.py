@@ -441,7 +441,7 @@ def _keeps_state(fc: FixContext, batch: int) -> str | None:
     )
     off = _readable_offset(fc, batch)
     mark = off.metadata.batch_watermark_ms if off is not None and off.metadata is not None else 0
-    # a skipped batch feeds no event time to the watermark (seen live: tests/repair/test_edited_commit_file_sink_live.py)
+    # a skipped batch feeds no event time to the watermark (tests/repair/test_edited_commit_file_sink_live.py)
     if mark:
         text += (
             f"; a skipped re-run observes no event time, so batch {batch + 1} runs with batch {batch}'s watermark "
