@@ -27,15 +27,17 @@ from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.sinks import Sink, open_sink
 
 
-def decide(target: str, findings: list[Finding]) -> Verdict:
-    """The first blocker in Spark's own order decides; silent hazards are listed."""
+def decide(target: str, findings: list[Finding], skipped: list[Skipped] | None = None) -> Verdict:
+    """The first blocker in Spark's own order decides; silent hazards are listed, and a "restarts" names what it
+    assumes (the checks skipped on an assumption)."""
     blockers = sorted((f for f in findings if f.spark_error is not None), key=lambda f: f.stage or 0)
     hazards = tuple(f.message for f in findings if f.silent and f.severity == "error")
     if blockers:
         first = blockers[0]
         return Verdict(target, False, first.spark_error, first.rule_id, hazards)
     unknowns = tuple(f.message for f in findings if f.undecided)
-    return Verdict(target, None if unknowns else True, None, None, hazards, unknowns)
+    assumptions = tuple(dict.fromkeys(s.assumption for s in skipped or () if s.assumption))
+    return Verdict(target, None if unknowns else True, None, None, hazards, unknowns, assumptions)
 
 
 def audit(
@@ -76,7 +78,7 @@ def audit(
             else:
                 findings.append(item)
     findings.sort(key=lambda f: (-severity_rank(f.severity), f.stage if f.stage is not None else 999, f.rule_id))
-    verdict = decide(target.label, findings)
+    verdict = decide(target.label, findings, skipped)
     facts = {
         "latest_offset": ctx.latest_offset,
         "latest_commit": ctx.latest_commit,

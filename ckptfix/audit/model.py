@@ -61,6 +61,8 @@ class Finding:
 class Skipped:
     rule_id: str
     reason: str
+    #: what the verdict then takes for granted (the headline says it): "its query is stateless ..."
+    assumption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Verdict:
     blocking_rule: str | None = None
     hazards: tuple[str, ...] = ()
     unknowns: tuple[str, ...] = ()
+    #: what a "will restart" takes for granted that the files cannot show (a check skipped on that assumption)
+    assumptions: tuple[str, ...] = ()
 
     @property
     def exception(self) -> str | None:
@@ -98,9 +102,12 @@ class Verdict:
         if not self.restarts:
             assert self.error is not None
             return f"Spark {self.target} will fail with {self.error.headline}"
+        assuming = f" (assuming {'; '.join(self.assumptions)})" if self.assumptions else ""
         if self.hazards:
-            return f"Spark {self.target} will restart this checkpoint, but silently: " + "; ".join(self.hazards)
-        return f"Spark {self.target} will restart this checkpoint"
+            return f"Spark {self.target} will restart this checkpoint{assuming}, but silently: " + "; ".join(
+                self.hazards
+            )
+        return f"Spark {self.target} will restart this checkpoint{assuming}"
 
 
 @dataclass

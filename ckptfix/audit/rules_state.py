@@ -712,6 +712,9 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 DIR_MISSING.id,
                 "state/ is empty or absent: fine for a stateless query; if the query has stateful operators, "
                 "audit with --stateful (Spark then fails to load state)",
+                # nothing outside state/ tells a stateless query from a stateful one without a watermark whose
+                # state/ was deleted (damage hunt 7, F1: 4.3 fails STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY)
+                assumption="its query is stateless: state/ is absent; --stateful if it is not, --stateless to confirm",
             )
         if stateful and N > 0 and ctx.latest_offset is not None:
             provider = providers.of(ctx.conf).kind

@@ -56,6 +56,7 @@ def report(r: Report) -> str:
             "error": _plain(v.error),
             "hazards": list(v.hazards),
             "unknowns": list(v.unknowns),
+            "assumptions": list(v.assumptions),
         },
         "findings": [_plain(f) for f in r.findings],
         "skipped": [_plain(s) for s in r.skipped],
