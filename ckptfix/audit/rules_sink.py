@@ -199,8 +199,20 @@ def sink_compaction(ctx: AuditContext) -> Iterator[Finding]:
                 f"the restart runs, but {fails} fails with {err.headline} ({before} first; a query that runs on "
                 "reaches it)"
             )
+        # readers of the output read the same entries (MetadataLogFileIndex: every entry since the last compaction,
+        # up to the newest): damage hunt 7, F5 (4.3): after the restart wrote entries past a deleted one,
+        # spark.read.parquet(OUT) failed with "_spark_metadata/4 doesn't exist (latestId: 6, compactInterval: 10)"
+        now = S is not None and b < S  # below the newest entry: readers reach it already
+        newest = S if now else "<the newest entry then>"
+        reader_error = (
+            f"FileNotFoundException: ... doesn't exist (latestId: {newest}, compactInterval: {interval})"
+            if rel not in sink.entries
+            else "the same parse error"
+        )
+        moment = "already" if now else "as soon as the restart writes an entry after it"
+        readers = f"; reading the output (spark.read on the sink's path) fails on it {moment}: {reader_error}"
         yield SINK_COMPACT.finding(
-            f"{sink.location.display(rel)} is {what}, and the compaction reads it: {when}",
+            f"{sink.location.display(rel)} is {what}, and the compaction reads it: {when}{readers}",
             [evidence, Evidence(sink.evidence(None), note="newest entry of the sink's log")],
             spark_error=err if compaction == first else None,
             stage=79 if compaction == first else None,

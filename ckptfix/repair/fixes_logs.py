@@ -225,12 +225,20 @@ def _again(fc: FixContext, start: int | None, end: int | None, batch: int, befor
             f"batch {batch}'s input reaches the sink again: an append sink may see it twice "
             "(how many rows cannot be derived from the checkpoint for these sources)"
         )
+    # planned anew (end None): Spark plans the batch up to what the sources hold at the restart, so it also takes
+    # input that arrived since, one more file-source entry under maxFilesPerTrigger (damage hunt 7, F4)
+    anew = (
+        f"; planned anew, batch {batch} also takes the input that arrives before the restart (a file source lists "
+        "new files on top, as many as maxFilesPerTrigger allows), so the batch boundaries after it shift"
+        if end is None
+        else ""
+    )
     if what == "no input file":
-        return f"batch {batch} reads no input file already read before: no sink sees rows twice"
+        return f"batch {batch} reads no input file already read before: no sink sees rows twice{anew}"
     return (
         f"batch {batch} reads {what} that {before} already delivered: an append (at-least-once) sink "
         "may receive their rows twice; a sink idempotent by batch id rewrites batch "
-        f"{batch}; a file sink skips batch ids it holds"
+        f"{batch}; a file sink skips batch ids it holds{anew}"
     )
 
 
