@@ -15,6 +15,17 @@ HDFS-backed keys and values are bare UnsafeRows. RocksDB adds framing (Spark's
 Range-scan ordering columns are ``marker | big-endian value`` binaries: marker 0x00 for
 a negative number, 0x01 otherwise, 0x02 for null; a negative float/double has all its bits
 flipped.
+
+Avro-encoded state (``encodingFormat=avro``, transformWithState; Spark 4.0.5-4.3.0 write the same
+bytes) keeps that framing; the row parts become Avro data (:mod:`ckptfix.formats.avro`) and the
+parts that can change schema carry the int16 (little-endian) schema id they were written with::
+
+    whole key (no prefix)     0x00 | int16 keySchemaId | avro(key)
+    prefix P                  0x00 | avro(prefix columns)
+    range G                   0x00 | avro(record of <col>_marker, <col>_value binaries per ordering
+                                     column: the marker byte, the big-endian value as above)
+    remainder R               0x00 | int16 keySchemaId | avro(remaining columns)
+    value (each element)      0x00 | int16 valueSchemaId | avro(value)
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ckptfix.errors import FormatError
-from ckptfix.formats import unsaferow
+from ckptfix.formats import avro, unsaferow
 from ckptfix.formats.unsaferow import (
     BinaryType,
     BooleanType,
@@ -50,6 +61,7 @@ from ckptfix.stores.records import Pair, arrow_of, slices
 CF = struct.Struct("<h")
 LEN = struct.Struct("<i")
 CHECKSUM = struct.Struct("<i")  # 4.x rowChecksum.enabled: a CRC32C before each RocksDB value element
+SCHEMA_ID = struct.Struct("<h")  # Avro encoding: the schema id before a whole key, key remainder or value
 VERSION = unsaferow.STATE_ENCODING_VERSION
 NEGATIVE, NON_NEGATIVE, NULL_MARKER = 0x00, 0x01, 0x02
 _RANGE_FORMATS: dict[type, str] = {
@@ -77,12 +89,15 @@ class Decoder:
         column_family: bool = False,
         delimiter: bytes | None = b",",
         row_checksum: bool = False,
+        avro_encoded: bool = False,
     ) -> None:
         """``delimiter``: the merge delimiter between list elements; None when unknown (no
-        offset log to read ``mergeOperatorVersion`` from): then it is recognised."""
+        offset log to read ``mergeOperatorVersion`` from): then it is recognised. ``avro_encoded``:
+        RocksDB rows written with ``encodingFormat=avro``."""
         self.sch, self.provider, self.path, self.cf = sch, provider, path, column_family
         self.delimiter = delimiter
         self.row_checksum = row_checksum
+        self.avro = avro_encoded
         n = len(sch.key.fields)
         enc = sch.encoding
         if enc.kind == "prefix":
@@ -97,6 +112,21 @@ class Decoder:
                 if t not in _RANGE_FORMATS and t is not BooleanType:
                     raise FormatError(path, 0, "fixed-size range-scan ordering columns", t.__name__, kind="bad-schema")
         self.rest = _sub(sch.key, self.rest_idx) if enc.kind != "none" else sch.key
+        if self.avro:
+            source = sch.source or path
+            self.avro_rest = avro.schema_for(self.rest, source)
+            self.avro_value = avro.schema_for(sch.value, source)
+            if enc.kind == "prefix":
+                self.avro_first = avro.schema_for(self.first, source)
+            elif enc.kind == "range":  # Spark's convertForRangeScan: two binaries per ordering column
+                pairs = []
+                for i in self.first_idx:
+                    f = sch.key.fields[i]
+                    pairs += [
+                        unsaferow.StructField(f"{f.name}_marker", BinaryType(), False),
+                        unsaferow.StructField(f"{f.name}_value", BinaryType(), f.nullable),
+                    ]
+                self.avro_first = avro.schema_for(StructType(tuple(pairs)), source)
 
     def error(self, expected: str, found: str, path: str | None = None, offset: int = 0) -> FormatError:
         return FormatError(path or self.path, offset, expected, found, kind="bad-row")
@@ -115,6 +145,8 @@ class Decoder:
         body, offset = data[skip:], offset + skip
         enc = self.sch.encoding
         if enc.kind == "none":
+            if self.avro:
+                return self._avro(body, "key", self.avro_rest, self.sch.key_schema_id, path, offset)
             return decode_row(self._versioned(body, "key", path, offset), self.sch.key, path, offset + 1)
         if len(body) < LEN.size:
             raise self.error("a 4-byte length of the key prefix", f"{len(body)} bytes", path, offset)
@@ -125,27 +157,74 @@ class Decoder:
         head_at, tail_at = offset + LEN.size, offset + LEN.size + n
         values: dict[int, Any] = {}
         if enc.kind == "prefix":
-            first = decode_row(self._versioned(head, "key prefix", path, head_at), self.first, path, head_at + 1)
+            if self.avro:
+                first = self._avro(head, "key prefix", self.avro_first, None, path, head_at)
+            else:
+                first = decode_row(self._versioned(head, "key prefix", path, head_at), self.first, path, head_at + 1)
             values.update(zip(self.first_idx, first.values(), strict=True))
+        elif self.avro:
+            values.update(self._avro_range(head, path, head_at))
         else:
             values.update(self._range(self._versioned(head, "range-scan key", path, head_at), path, head_at + 1))
-        if self.rest_idx:
-            rest = decode_row(self._versioned(tail, "key remainder", path, tail_at), self.rest, path, tail_at + 1)
+        if self.rest_idx or (self.avro and enc.kind == "prefix"):  # (Avro writes an empty remainder too)
+            if self.avro:
+                rest = self._avro(tail, "key remainder", self.avro_rest, self.sch.key_schema_id, path, tail_at)
+            else:
+                rest = decode_row(self._versioned(tail, "key remainder", path, tail_at), self.rest, path, tail_at + 1)
             values.update(zip(self.rest_idx, rest.values(), strict=True))
         elif tail:
             raise self.error("the end of the key", f"{len(tail)} more bytes")
         return {k: values[i] for i, k in enumerate(self.sch.key.keys)}
+
+    def _avro(
+        self, data: bytes, what: str, schema: avro.Node, schema_id: int | None, path: str, offset: int
+    ) -> dict[str, Any]:
+        """``0x00 [int16 schema id] avro`` (the id where ``schema_id`` is not None: it must be that one)."""
+        body = self._versioned(data, what, path, offset)
+        at = offset + 1
+        if schema_id is not None:
+            if len(body) < SCHEMA_ID.size:
+                raise self.error(f"a 2-byte schema id in the {what}", f"{len(body)} bytes", path, at)
+            (found,) = SCHEMA_ID.unpack_from(body, 0)
+            if found != schema_id:
+                raise self.error(
+                    f"{what} schema id {schema_id} (the one {self.sch.source or 'the schema file'} gives; rows of "
+                    "another schema version are not decoded)",
+                    str(found),
+                    path,
+                    at,
+                )
+            body, at = body[SCHEMA_ID.size :], at + SCHEMA_ID.size
+        value: dict[str, Any] = avro.decode(body, schema, path, at)
+        return value
+
+    def _avro_range(self, data: bytes, path: str, offset: int) -> dict[int, Any]:
+        """The ordering columns of an Avro range-scan key: per column a marker binary and a value binary."""
+        record = self._avro(data, "range-scan key", self.avro_first, None, path, offset)
+        parts = list(record.values())
+        blobs = []
+        for n in range(len(self.first_idx)):
+            marker, payload = parts[2 * n], parts[2 * n + 1]
+            if marker is None or len(marker) != 1:
+                found = "null" if marker is None else f"{len(marker)} bytes"
+                raise self.error("a 1-byte range-scan marker", found, path, offset)
+            blobs.append(marker + (payload or b""))
+        return self._markers(blobs, path, offset)
 
     def _range(self, row: bytes, path: str, offset: int) -> dict[int, Any]:
         binaries = StructType(
             tuple(unsaferow.StructField(f"_{i}", unsaferow.BinaryType(), True) for i in self.first_idx)
         )
         raw = decode_row(row, binaries, path, offset)
+        return self._markers(list(raw.values()), path, offset)
+
+    def _markers(self, raw: list[Any], path: str, offset: int) -> dict[int, Any]:
+        """Range-scan ordering columns from their ``marker | big-endian value`` binaries."""
         out: dict[int, Any] = {}
-        for i, blob in zip(self.first_idx, raw.values(), strict=True):
+        for i, blob in zip(self.first_idx, raw, strict=True):
             t: DataType = self.sch.key.fields[i].data_type
             if not blob:
-                raise self.error("a range-scan marker byte", "an empty binary")
+                raise self.error("a range-scan marker byte", "an empty binary", path, offset)
             marker, payload = blob[0], blob[1:]
             if marker == NULL_MARKER:
                 out[i] = None
@@ -154,7 +233,9 @@ class Decoder:
             else:
                 fmt = struct.Struct(_RANGE_FORMATS[type(t)])
                 if len(payload) != fmt.size:
-                    raise self.error(f"{fmt.size} bytes of a range-scan {type(t).__name__}", f"{len(payload)}")
+                    raise self.error(
+                        f"{fmt.size} bytes of a range-scan {type(t).__name__}", f"{len(payload)}", path, offset
+                    )
                 if marker == NEGATIVE and isinstance(t, (FloatType, DoubleType)):
                     payload = bytes(b ^ 0xFF for b in payload)
                 (out[i],) = fmt.unpack(payload)
@@ -172,6 +253,8 @@ class Decoder:
         return self._value(data, path, offset)
 
     def _value(self, data: bytes, path: str, offset: int) -> dict[str, Any]:
+        if self.avro:
+            return self._avro(data, "value", self.avro_value, self.sch.value_schema_id, path, offset)
         return decode_row(self._versioned(data, "value", path, offset), self.sch.value, path, offset + 1)
 
     def values(self, data: bytes, path: str | None = None, offset: int = 0) -> list[dict[str, Any]]:

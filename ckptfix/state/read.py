@@ -350,14 +350,27 @@ def _schema(sel: Selection, name: str) -> StoreSchema:
     return store_schema(sel.ckpt, sel.op, sel.info, name, sel.key_schema, sel.value_schema, sel.force_schema)
 
 
+def _avro(sel: Selection) -> bool:
+    """Whether the rows read are Avro-encoded (``encodingFormat=avro``: transformWithState's column families)."""
+    return sel.conf.get(ENCODING, "unsaferow").lower() == "avro" and sel.state_var is not None
+
+
 def _decodable(sel: Selection) -> None:
     encoding = sel.conf.get(ENCODING, "unsaferow").lower()
+    if encoding == "avro" and sel.state_var is not None:
+        return  # transformWithState state variables and timers
     if encoding != "unsaferow":
+        found = (
+            f"{encoding}: Avro-encoded state is decoded for transformWithState state variables and timers only "
+            "(state rebuild copies it unchanged)"
+            if encoding == "avro"
+            else f"{encoding}: an encoding ckptfix does not know"
+        )
         raise FormatError(
             sel.ckpt.display(f"offsets/{sel.batch}"),
             0,
-            f"{ENCODING}=unsaferow (the encoding ckptfix decodes)",
-            f"{encoding}: Avro-encoded state is not decoded yet (state rebuild copies it unchanged)",
+            f"{ENCODING}=unsaferow or avro (the encodings ckptfix decodes)",
+            found,
             kind="unsupported-encoding",
         )
 
@@ -592,6 +605,7 @@ def _tws_rows(sel: Selection, stack: ExitStack, part: int, read: StateRead, flat
         column_family=True,
         delimiter=sel.delimiter,
         row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+        avro_encoded=_avro(sel),
     )
     kind = _var_kind(sel)
     grouped: dict[Any, dict[str, Any]] = {}
@@ -779,6 +793,7 @@ def _partition_feed(sel: Selection, part: int) -> _Feed | None:
         column_family=cf_id is not None,
         delimiter=sel.delimiter,
         row_checksum=sel.row_checksum and sel.provider == "rocksdb",
+        avro_encoded=_avro(sel),
     )
     return _Feed(part, store, sch, dec, _var_kind(sel), cf_id)
 

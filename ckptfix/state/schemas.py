@@ -53,6 +53,9 @@ class StoreSchema:
     multi_value: bool = False  # ListState: several values per key
     user_key: StructType | None = None  # MapState: the user key part of the composite key
     source: str = ""  # where the schema came from (for messages)
+    #: the schema ids of the v3 schema file (Avro-encoded rows carry the one they were written with)
+    key_schema_id: int = 0
+    value_schema_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,8 @@ def _load_v3(ckpt: Checkpoint, op: OperatorDir, batch: int | None, info: Operato
             multi_value=var is not None and var.kind == "ListState",
             user_key=parse_schema(cf.user_key_encoder_schema, path) if cf.user_key_encoder_schema else None,
             source=path,
+            key_schema_id=cf.key_schema_id,
+            value_schema_id=cf.value_schema_id,
         )
 
 
