@@ -177,6 +177,12 @@ def _array_encoder(t: u.ArrayType) -> Any:
 def _map_encoder(t: u.MapType) -> Any:
     """A map with string keys as an object, any other map as a list of ``{"key", "value"}`` objects."""
     key, val = _scalar_encoder(t.key_type), _scalar_encoder(t.value_type)
+    if isinstance(t.key_type, u.StructType):  # a struct key is held as the tuple of its (name, value) pairs
+        struct_key = key
+
+        def key(k: Any) -> str:
+            return struct_key(_struct_of(k))
+
     if isinstance(t.key_type, u.StringType):
         return lambda v: "{" + ",".join(_quote(k) + ":" + ("null" if x is None else val(x)) for k, x in v.items()) + "}"
     return lambda v: (
@@ -489,8 +495,19 @@ def arrow_column(t: u.DataType, values: list[Any]) -> Any:
     return pa.array(values, type=arrow_type)
 
 
+def _struct_of(key: Any) -> Any:
+    """A struct map key as the reader holds it (hashable: the tuple of its ``(name, value)`` pairs, nested structs
+    alike) back as a dict."""
+    if isinstance(key, tuple) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in key):
+        return {name: _struct_of(value) for name, value in key}
+    return key
+
+
 def _arrow_key(t: u.DataType, key: Any) -> Any:
     if isinstance(t, u.StructType) and isinstance(key, tuple):
+        named = _struct_of(key)
+        if isinstance(named, dict):
+            return _arrow_value(t, named)
         return {k: _arrow_value(f.data_type, v) for k, f, v in zip(t.keys, t.fields, key, strict=True)}
     return _arrow_value(t, key)
 

@@ -241,3 +241,37 @@ def test_cli_state_read_and_changes(tmp_path: Path) -> None:
     assert timers.exit_code == 0 and timers.stdout.count("expiration_timestamp_ms") == 4, timers.output
     changes = runner.invoke(app, ["state", "changes", str(ckpt), "--from", "0", "--state-var", "rich", "--jobs", "1"])
     assert changes.exit_code == 0 and changes.stdout.count('"change_type"') == 7, changes.output
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_cli_exports_an_unflattened_map_state(tmp_path: Path, fmt: str) -> None:
+    """``state read --state-var mp --no-flatten`` failed with an internal error in JSON (``'tuple' object has no
+    attribute 'get'``) and Parquet: the reader holds a struct map key as a tuple of (name, value) pairs. The map of
+    k1 after batch 0, as Spark's reader recorded it: {(k1, 1): (2, 2024-01-01), (k1-other, -1): (null, null)}."""
+    from typer.testing import CliRunner
+
+    from ckptfix.cli.main import app
+
+    ckpt = unpack("4.3.0", tmp_path)
+    out = tmp_path / f"mp.{fmt}"
+    args = ["state", "read", str(ckpt), "--state-var", "mp", "--no-flatten", "--batch", "0", "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--jobs", "1"])
+    assert result.exit_code == 0, result.output
+    if fmt == "jsonl":
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        k1 = next(r for r in rows if r["key"] == {"k": "k1", "g": 1})
+        assert sorted(k1["map_value"], key=lambda e: e["key"]["uk"]) == [
+            {"key": {"uk": "k1", "ui": 1}, "value": {"c": 2, "last": "2024-01-01"}},
+            {"key": {"uk": "k1-other", "ui": -1}, "value": {"c": None, "last": None}},
+        ]
+        return
+    import datetime
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out).to_pylist()
+    k1 = next(r for r in table if r["key"] == {"k": "k1", "g": 1})
+    assert sorted(k1["map_value"], key=lambda e: e[0]["uk"]) == [
+        ({"uk": "k1", "ui": 1}, {"c": 2, "last": datetime.date(2024, 1, 1)}),
+        ({"uk": "k1-other", "ui": -1}, {"c": None, "last": None}),
+    ]
