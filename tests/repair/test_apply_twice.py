@@ -1,0 +1,49 @@
+"""A plan applied a second time, and `apply --resume` when nothing was interrupted (new-user trial): the answers
+named a running query ("is the query running? (--force to override)") or a changed checkpoint, or looked like a
+fresh apply. They now name the run that already did it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import ckptfix
+from ckptfix.errors import PlanError
+from tests.support.cli import run_cli
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "async-sparse"
+
+
+def _copy(tmp_path: Path) -> Path:
+    ckpt = tmp_path / "ck"
+    shutil.copytree(SAMPLE, ckpt)
+    return ckpt
+
+
+def test_the_api_names_the_run_that_applied_the_plan(tmp_path: Path) -> None:
+    ckpt = _copy(tmp_path)
+    plan = ckptfix.plan_repair(ckpt)
+    run_id = plan.apply(idle_seconds=0)
+    try:
+        plan.apply(idle_seconds=0)
+    except PlanError as exc:
+        assert str(exc) == (
+            f"this plan was already applied to {ckpt} as run {run_id} (`ckptfix history` lists it; "
+            f"`ckptfix undo {ckpt} {run_id}` reverts it)"
+        )
+    else:
+        raise AssertionError("a second apply of the same plan ran")
+    ckptfix.undo(ckpt, run_id, idle_seconds=0)
+    assert plan.apply(idle_seconds=0) != run_id  # undone: the plan applies again, as a new run
+
+
+def test_the_cli_says_so_for_a_saved_plan_and_for_resume(tmp_path: Path) -> None:
+    ckpt = _copy(tmp_path)
+    plan_file = tmp_path / "plan.json"
+    assert run_cli("repair", str(ckpt), "--plan-out", str(plan_file)).returncode == 0  # everything fixable
+    first = run_cli("apply", str(plan_file), "--idle-seconds", "0")
+    assert first.returncode == 0, first.stderr
+    again = run_cli("apply", str(plan_file), "--idle-seconds", "0")
+    assert again.returncode == 2 and "this plan was already applied to" in again.stderr, again.stderr
+    resumed = run_cli("apply", "--resume", str(ckpt), "--idle-seconds", "0")
+    assert resumed.returncode == 0 and "was already complete: nothing to resume" in resumed.stderr, resumed.stderr
