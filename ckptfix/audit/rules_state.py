@@ -187,7 +187,11 @@ class Problem:
 def _corrupt_error(fp: FileProblem) -> SparkError:
     """What Spark raises reading a damaged state file: lz4-java reports a cut-off stream as
     'Stream ended prematurely' and any other damage as 'Stream is corrupted'; a record cut off
-    inside an intact stream surfaces as DataInputStream's EOFException."""
+    inside an intact stream surfaces as DataInputStream's EOFException. An empty file is an empty lz4 stream, which
+    lz4-java reads as its end (stopOnEmptyBlock), so the first readInt fails with a bare EOFException (damage hunt 7,
+    c09, on 4.3: CANNOT_LOAD_STATE_STORE.UNCATEGORIZED caused by it; recorded as state_delta_emptied)."""
+    if fp.codec_layer and fp.error_kind == "empty" and "LZ4Block" in fp.expected:
+        return SparkError("java.io.EOFException", None, "EOFException")
     if fp.codec_layer:
         return E.corrupt_stream("truncated" if fp.error_kind in ("truncated", "empty") else "corrupt")
     return SparkError("java.io.EOFException", None, "EOFException")

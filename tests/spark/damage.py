@@ -761,12 +761,15 @@ def _lz4_blocks(data: bytes) -> list[tuple[int, int]]:
 
 def _delta_cut(where: str, keep_crc: bool = False) -> Callable[[Path], None]:
     """Cut partition 0's newest delta (which the restart reads) inside its LZ4 end block (``end``: the 21-byte block
-    with both lengths 0 after the block that holds the -1 end marker) or in the middle of its last data block
-    (``data``); its Hadoop .crc and 4.1+ JSON checksum sidecars dropped."""
+    with both lengths 0 after the block that holds the -1 end marker), in the middle of its last data block
+    (``data``) or to nothing (``zero``); its Hadoop .crc and 4.1+ JSON checksum sidecars dropped."""
 
     def apply(ckpt: Path) -> None:
         path = _read_delta(ckpt)
         data = path.read_bytes()
+        if where == "zero":
+            rewrite(path, b"", drop_crc=not keep_crc)
+            return
         blocks = _lz4_blocks(data)
         (end_at, end_len), (last_at, last_len) = blocks[-1], blocks[-2] if len(blocks) > 1 else (0, 0)
         if end_len != 0 or last_len == 0 or end_at + LZ4_BLOCK_HEADER != len(data):
@@ -1412,6 +1415,14 @@ _CASES = [
         _delta_cut("end", keep_crc=True),
         "partition 0's newest delta cut inside its LZ4 end block, its Hadoop .crc kept (it covers the whole file; "
         "recorded: Spark restarts all the same)",
+    ),
+    # damage hunt 7, c09 (4.3): lz4-java reads an empty stream as its end (no "Stream ended prematurely"), so the
+    # delta's first readInt fails with a bare EOFException under CANNOT_LOAD_STATE_STORE.UNCATEGORIZED
+    DamageCase(
+        "state_delta_emptied",
+        "agg_hdfs",
+        _delta_cut("zero", keep_crc=True),
+        "partition 0's newest delta (read at restart) truncated to 0 bytes, its .crc sidecar left as it was",
     ),
     DamageCase(
         "state_delta_cut_in_data_block",
