@@ -156,7 +156,16 @@ def plan(
             uids = [u for u, _ in store.versions(snap_kind).get(from_snapshot, [])]
             if not uids:
                 rel = _rel(store, from_snapshot, snap_kind)
-                raise missing(store, rel, f"the snapshot of version {from_snapshot} asked for")
+                have = sorted(v for v, entries in store.versions(snap_kind).items() if entries and v <= version)
+                # --from-snapshot takes a batch id: snapshot version v is batch v-1 (a new user tried 4, then guessed)
+                there = (
+                    "; this partition has snapshots of versions "
+                    + ", ".join(str(v) for v in have)
+                    + f" (--from-snapshot {', '.join(str(v - 1) for v in have)})"
+                    if have
+                    else "; this partition has no snapshot"
+                )
+                raise missing(store, rel, f"the snapshot of version {from_snapshot} asked for{there}")
             uid = unique_id if unique_id in uids else uids[0]
             base = Step(_rel(store, from_snapshot, snap_kind, uid), snap_kind, from_snapshot, uid)
         start = from_snapshot

@@ -325,3 +325,12 @@ def test_a_missing_sst_names_the_audit_that_decides_the_repair(tmp_path: Path) -
     (ckpt / "state/0/0/SSTs" / sst).unlink()
     line = one_line_error(run("state", "read", str(ckpt)), sst)
     assert f"`ckptfix audit {ckpt}` says whether `ckptfix repair` can write version 12 again" in line, line
+
+
+def test_a_missing_from_snapshot_names_the_ones_there() -> None:
+    """New-user trial: `--from-snapshot 4` answered only "5.zip: expected a file"; the batch ids that have a
+    snapshot after them (samples/rocksdb-changelog: zips 3, 6, 9, 12) are named."""
+    sample = Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog"
+    res = run("state", "read", str(sample), "--from-snapshot", "4")
+    assert res.exit_code == 2
+    assert "has snapshots of versions 3, 6, 9, 12 (--from-snapshot 2, 5, 8, 11)" in res.stderr, res.stderr
