@@ -310,7 +310,17 @@ class Checkpoint:
 
     def read(self, rel: str) -> bytes:
         if rel not in self._bytes:
-            self._bytes[rel] = self.location.read(rel)
+            try:
+                self._bytes[rel] = self.location.read(rel)
+            except FileNotFoundError as exc:
+                if rel not in self.entries:
+                    raise
+                # listed when this handle was opened, gone now: a plan applied since, or a query writing (a
+                # new user audited the handle ckptfix.open_checkpoint gave before plan.apply())
+                raise FileNotFoundError(
+                    f"{exc} (it was there when this checkpoint was listed: the checkpoint changed since; open it "
+                    "again, ckptfix.open_checkpoint, to see it as it is now)"
+                ) from None
         return self._bytes[rel]
 
     def prefetch(self, rels: list[str]) -> None:

@@ -332,3 +332,14 @@ def test_one_exception_to_catch_and_the_api_in_dir() -> None:
     assert ckptfix.CkptfixError is ckptfix.errors.CkptfixError
     assert issubclass(ckptfix.errors.NotACheckpoint, ckptfix.CkptfixError)
     assert {"audit", "read_state", "plan_repair", "CkptfixError"} <= set(dir(ckptfix))
+
+
+def test_a_handle_read_after_its_checkpoint_changed_says_so(tmp_path: Path) -> None:
+    """New-user trial: auditing the handle opened before ``plan.apply()`` raised a bare ``FileNotFoundError:
+    .../offsets/11``. The error now says the file was listed and the checkpoint changed since."""
+    copy = tmp_path / "ck"
+    shutil.copytree(ROOT / "samples" / "rocksdb-changelog", copy)
+    handle = ckptfix.open_checkpoint(copy)
+    (copy / "commits" / "11").unlink()
+    with pytest.raises(FileNotFoundError, match=r"the checkpoint changed since; open it again"):
+        ckptfix.audit(handle)
