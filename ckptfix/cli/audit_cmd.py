@@ -100,7 +100,12 @@ def audit(
     note(
         quiet,
         f"{_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}, {counts['info']} info"
-        + (f", {_plural(len(report.skipped), 'check')} skipped (see above)" if report.skipped else "")
+        + (
+            f", {_plural(len(report.skipped), 'check')} skipped"
+            + (" (see above)" if fmt is not Format.json else ' (see "skipped")')
+            if report.skipped
+            else ""
+        )
         + f"; read {report.stats.files_read} of {report.stats.entries_listed} entries",
     )
     if fail_on is not FailOn.never and report.fails(fail_on.value):

@@ -274,7 +274,7 @@ def _now() -> str:
 def preflight(ctx: _Ctx) -> None:
     """Step 1: load the query, refuse what Spark or the checkpoint would refuse, audit (nothing is started)."""
     o = ctx.outcome
-    ctx.emit("preflight", "start", f"preflight: {ctx.url}")
+    ctx.emit("preflight", "start", f"checking {ctx.url}")
     ckpt = ctx.checkpoint()
     if ckpt.metadata_rel is None:
         raise ForeignCheckpoint(

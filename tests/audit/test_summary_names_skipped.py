@@ -41,3 +41,11 @@ def test_rules_shows_the_rules_named() -> None:
     bad = cli("LOG-NOPE")
     assert bad.returncode == 2
     assert bad.stderr.startswith("ckptfix: error: no audit rule LOG-NOPE; rules starting the same way: LOG-ASYNC-GAP")
+
+
+def test_in_json_the_summary_points_at_the_skipped_list(tmp_path: Path) -> None:
+    """New-user trial: with JSON on stdout (in a file), "(see above)" pointed at nothing."""
+    with tarfile.open(ROOT / "tests/fixtures/matrix/4.3.0/filesink.tar.gz") as tar:  # stateless: no state checked
+        tar.extractall(tmp_path, filter="data")
+    proc = run_cli("audit", str(tmp_path / "ckpt"), "-f", "json")
+    assert '1 check skipped (see "skipped")' in proc.stderr, proc.stderr
