@@ -25,6 +25,7 @@ wrong data, the audit must report an error-severity finding.
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -168,22 +169,26 @@ def _extract(version: str, scenario: str, dest: Path) -> tuple[Path, Path]:
             tar.extractall(dest, filter="data")
         except TypeError:  # Python without extraction filters
             tar.extractall(dest)  # noqa: S202 - our own fixture
-    _at_the_restart_location(version, scenario, dest / "ckpt")
+    _at_the_restart_location(dest / "ckpt")
     return dest / "ckpt", dest / "output"
 
 
-def _at_the_restart_location(version: str, scenario: str, ckpt: Path) -> None:
+def _at_the_restart_location(ckpt: Path) -> None:
     """Spark restarted the recorded copy where the generator built it (tests/fixtures/generate_spark35.py's scratch
     dir): transformWithState's operator metadata v2 names its schema files by that absolute path, and Spark reads
     them there. Audited elsewhere, that path points outside the checkpoint (STATE-SCHEMA-PATH-OUTSIDE, and rightly:
     a moved checkpoint fails so). So the copy's metadata names its own location, as after `migrate relocate`
-    (sidecar rewritten); the verdict then answers for the checkpoint Spark restarted. (Until 2026-11-27 these
-    cases passed only where the generator's scratch dir still held the base.)"""
-    recorded = f"/tmp/ckptfix-spark-{version}-gen/base/{scenario}/ckpt".encode()
+    (sidecar rewritten); the verdict then answers for the checkpoint Spark restarted. The recorded root is read off
+    the metadata's own paths (the part before ``/state/<op>/_stateSchema/``). (Until 2026-11-27 these cases passed
+    only where the generator's scratch dir still held the base.)"""
     for path in ckpt.glob("state/*/_metadata/v2/*"):
-        if path.name.startswith(".") or recorded not in path.read_bytes():
+        if path.name.startswith("."):
             continue
-        path.write_bytes(path.read_bytes().replace(recorded, str(ckpt).encode()))
+        text = path.read_text()
+        roots = set(re.findall(r'"(?:file:)?(/[^"]*?)/state/\d+/_stateSchema/', text))
+        if len(roots) != 1 or roots == {str(ckpt)}:
+            continue
+        path.write_text(text.replace(roots.pop(), str(ckpt)))
         sidecar = path.with_name(f".{path.name}.crc")
         if sidecar.exists():
             sidecar.write_bytes(hadoop_crc(path.read_bytes()))
