@@ -37,8 +37,10 @@ Refused, with the reason (exit 2, nothing written): no state, no committed batch
 uncommitted batch after the last commit (Spark: ``LAST_BATCH_FAILED``), no metadata or no
 recorded shuffle partitions in ``offsets/L``, M equal to the current count (Spark:
 ``SHUFFLE_PARTITIONS_ALREADY_MATCH``), a custom provider, a transformWithState column family
-whose keys hold no grouping key ckptfix knows (TTL families), state checkpoint format v2 on
-HDFS, Avro encoding, a directory layout that disagrees with the recorded partition count.
+whose keys hold no grouping key ckptfix knows (:func:`ckptfix.state.placement.tws_grouping`: TTL
+indexes are placed), state checkpoint format v2 on HDFS, Avro encoding outside transformWithState
+(whose Avro keys are decoded to be placed; the bytes move as they are), a directory layout that
+disagrees with the recorded partition count.
 Row checksums (``rowChecksum.enabled``: CRC32C of the key and value bytes, which do not
 change) move with their values. Every state file of version L + 1 is read and every key
 decoded before anything is planned.
@@ -275,8 +277,11 @@ def _check(sel: Selection, where: str) -> None:
     if sel.provider not in ("hdfs", "rocksdb"):
         raise RepartitionRefused(f"{ckpt.display(sel.op.rel)}: provider {sel.provider!r} is not repartitioned")
     encoding = sel.conf.get(ENCODING, "unsaferow").lower()
-    if encoding != "unsaferow":
-        raise RepartitionRefused(f"{where}: {ENCODING}={encoding}: only UnsafeRow-encoded state is repartitioned")
+    if encoding != "unsaferow" and not (encoding == "avro" and sel.info.is_tws):
+        raise RepartitionRefused(
+            f"{where}: {ENCODING}={encoding}: only UnsafeRow-encoded state (and transformWithState's Avro-encoded "
+            "column families) is repartitioned"
+        )
     if _format_v2(sel) and sel.provider != "rocksdb":
         raise RepartitionRefused(
             f"{ckpt.display(f'commits/{sel.batch}')}: state checkpoint format v2 on the {sel.provider} provider"
@@ -297,6 +302,7 @@ def _tws_placer(sel: Selection, rel: str, meta: dict[str, Any], partitions: int)
     ckpt, info = sel.ckpt, sel.info
     by_id = {int(i): n for n, i in (meta.get("columnFamilyMapping") or {}).items()}
     decoders: dict[int, tuple[Decoder, Any]] = {}
+    avro = sel.conf.get(ENCODING, "unsaferow").lower() == "avro"  # the key bytes move as they are, either way
 
     def place(key: bytes) -> int:
         cf = column_family_of(key)
@@ -314,6 +320,7 @@ def _tws_placer(sel: Selection, rel: str, meta: dict[str, Any], partitions: int)
                 column_family=True,
                 delimiter=sel.delimiter,
                 row_checksum=sel.row_checksum,
+                avro_encoded=avro,
             )
             decoders[cf] = (dec, sch)
         dec, sch = decoders[cf]

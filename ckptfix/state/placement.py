@@ -73,22 +73,43 @@ def tws_grouping(info: OperatorInfo, store: StoreSchema, key: Mapping[str, Any])
     """The grouping key (values, type) inside a decoded key of a transformWithState column family: the whole key
     of a ValueState / ListState (and of a ListState's ``$rowCounter_`` family), the ``key`` struct of a MapState's
     composite key (grouping key + ``userKey``) and of both timer families (``keyToTimestamp``: key + expiry;
-    ``timestampToKey``: expiry + key). Anything else (TTL index families, unknown internal ones) raises
-    :class:`UsageError`."""
+    ``timestampToKey``: expiry + key). TTL index families (Spark's ``TTLState``): ``$ttl_<var>`` keys are
+    ``(expirationMs, elementKey)``, the element key being the variable's own key (so a MapState's holds the
+    grouping key in its ``key`` field); a ListState's ``$min_<var>`` and ``$count_<var>`` are keyed by the grouping
+    key. Anything else (an unknown internal family, a layout other than these) raises :class:`UsageError`."""
     var = info.state_variables.get(store.name)
     kind = var.kind if var is not None else None
-    if kind in ("ValueState", "ListState") or store.name.startswith("$rowCounter_"):  # a ListState's counts too
+    if kind in ("ValueState", "ListState") or store.name.startswith(("$rowCounter_", "$count_", "$min_")):
         return [key[k] for k in store.key.keys], store.key
+    fields, struct = key, store.key
+    if store.name.startswith("$ttl_"):
+        element = _struct_field(struct, fields, "elementKey")
+        if element is None:
+            raise UsageError(
+                f"column family {store.name}: expected an elementKey struct in its keys, found {struct.names}"
+            )
+        fields, struct = element
+        owner = info.state_variables.get(store.name[len("$ttl_") :])
+        if owner is None or owner.kind != "MapState":  # a ValueState's or ListState's element key: the grouping key
+            return [fields[k] for k in struct.keys], struct
+        kind = "MapState"  # a MapState's element key: its composite key
     timers = store.name.startswith("$") and "Timers_" in store.name
-    if kind == "MapState" or timers:
-        names = store.key.names
-        if "key" in names:
-            i = names.index("key")
-            t = store.key.fields[i].data_type
-            if isinstance(t, StructType):
-                inner = key[store.key.keys[i]]
-                return [inner[k] for k in t.keys], t
-    raise UsageError(f"column family {store.name}: its keys are not placed (no grouping key found in them)")
+    inner = _struct_field(struct, fields, "key") if kind == "MapState" or timers else None
+    if inner is None:
+        raise UsageError(f"column family {store.name}: its keys are not placed (no grouping key found in them)")
+    values, t = inner
+    return [values[k] for k in t.keys], t
+
+
+def _struct_field(
+    struct: StructType, values: Mapping[str, Any], name: str
+) -> tuple[Mapping[str, Any], StructType] | None:
+    """The struct field ``name`` of a decoded key (its values and type), or None."""
+    if name not in struct.names:
+        return None
+    i = struct.names.index(name)
+    t = struct.fields[i].data_type
+    return (values[struct.keys[i]], t) if isinstance(t, StructType) else None
 
 
 __all__ = ["Placement", "placement", "tws_grouping"]
