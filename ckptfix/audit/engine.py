@@ -9,6 +9,7 @@ from ckptfix.audit import (  # noqa: F401
     rules_conf,
     rules_links,
     rules_logs,
+    rules_placement,
     rules_query,
     rules_schema,
     rules_sink,
@@ -25,6 +26,7 @@ from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.sinks import Sink, open_sink
+from ckptfix.storage import Location
 
 
 def decide(target: str, findings: list[Finding], skipped: list[Skipped] | None = None) -> Verdict:
@@ -61,6 +63,8 @@ def audit(
     ckpt = checkpoint or Checkpoint.open(url, storage_options)
     if sink_path is None and query is not None and query.sink.is_file:
         sink_path = query.sink.path  # the new query's file sink: its _spark_metadata against the logs
+        if sink_path is not None and not Location(sink_path, storage_options).exists(""):
+            sink_path = None  # a new output path (Spark creates it): no sink log to compare (damage hunt 8, H7)
     if sink is None and sink_path:
         sink = open_sink(sink_path, storage_options)
     session = {**(query.conf if query is not None else {}), **(session_conf or {})}

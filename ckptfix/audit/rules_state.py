@@ -268,6 +268,17 @@ class StoreCheck:
                         "warning",
                     )
                 )
+            elif fp.kind == "checksum-unreadable":
+                self.notes.append(
+                    Problem(
+                        CHECKSUM.id,
+                        f"{fp.sidecar}, the checksum file of {rel}, does not parse ({fp.expected}, found {fp.found}): "
+                        "Spark parses it before it reads the file; what it raises for one like this is not recorded",
+                        (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
+                        None,
+                        undecided=True,
+                    )
+                )
             elif fp.kind == "sst-blocks":
                 self.notes.append(
                     Problem(
@@ -325,6 +336,19 @@ class StoreCheck:
             )
         if fp.kind == "checksum":
             return Problem(CHECKSUM.id, f"{fp.rel}: {fp.found}", ev, E.checksum_failed(fp.rel))
+        if fp.kind == "checksum-empty":
+            # Jackson maps the empty file before any verification (damage hunt 8 on 4.3.0, H4)
+            return Problem(
+                CHECKSUM.id,
+                f"{fp.sidecar}, the checksum file of {fp.rel}, is empty: Spark parses it before it reads the file",
+                (Evidence(fp.where, 0, fp.expected, fp.found),),
+                SparkError(
+                    "com.fasterxml.jackson.databind.exc.MismatchedInputException",
+                    "CANNOT_LOAD_STATE_STORE.UNCATEGORIZED",
+                    "No content to map due to end-of-input",
+                ),
+                fix=f"Delete {fp.sidecar} (Spark loads a file without a checksum file), then audit again.",
+            )
         if fp.kind == "sst-missing":
             return Problem(
                 SST_MISSING.id,
@@ -620,13 +644,15 @@ class StoreCheck:
         return self.chain_v1() if self.uid is None else self.chain_v2(self.uid)
 
 
-def _unique_ids(ctx: AuditContext, version: int) -> dict[str, list[list[str]]] | None:
-    """Checkpoint format v2: commits/(N-1) names the unique ids of version N."""
+def unique_ids(ctx: AuditContext, version: int) -> dict[str, list[list[str]]] | None:
+    """Checkpoint format v2: commits/(N-1) names the unique ids of version N. Spark reads them from a ``v2`` commit
+    only: under a ``v1`` header they are not there for it (damage hunt 8 on 4.3.0: a v2 commit relabelled ``v1``,
+    ids kept, fails as one without ids, NumberFormatException on an ``N_<uuid>`` zip name)."""
     b = version - 1
     if b < 0 or b not in ctx.ckpt.commits.files:
         return None
     entry, _ = ctx.commit_or_error(b)
-    return entry.state_unique_ids if entry else None
+    return entry.state_unique_ids if entry and entry.version >= 2 else None
 
 
 def _all_state_files(ctx: AuditContext) -> dict[tuple[str, int, str | None], str]:
@@ -648,14 +674,28 @@ def state_v2_ids(ctx: AuditContext) -> Iterator[Finding]:
     if b < 0 or b not in ctx.ckpt.commits.files or not ctx.target.at_least(4, 0) or not ctx.ckpt.state_format_v2():
         return
     entry, _ = ctx.commit_or_error(b)
-    if entry is None or entry.state_unique_ids:
+    if entry is None or (entry.state_unique_ids and entry.version >= 2):
         return  # unreadable: the log rules report it
     rel = ctx.ckpt.commits.path_of(b)
     example = next(name.rsplit("/", 1)[-1].split(".")[0] for (_, _, uid), name in _all_state_files(ctx).items() if uid)
+    relabelled = bool(entry.state_unique_ids)  # a v1 header over a v2 commit's ids: Spark does not read them
     yield V2_IDS_MISSING.finding(
-        f"{rel} names no stateUniqueIds, but the state files carry unique ids (e.g. {example}): Spark loads "
-        f"version {N} the v1 way, and no file has a v1 name",
-        [Evidence(ctx.ckpt.display(rel), expected="stateUniqueIds", found="none")],
+        (
+            f"{rel} is a v{entry.version} commit: Spark reads no stateUniqueIds from it (the ids it holds are a v2 "
+            "commit's: was its first line edited?)"
+            if relabelled
+            else f"{rel} names no stateUniqueIds"
+        )
+        + f", but the state files carry unique ids (e.g. {example}): Spark loads version {N} the v1 way, and no "
+        "file has a v1 name",
+        [
+            Evidence(
+                ctx.ckpt.display(rel),
+                expected="a v2 commit" if relabelled else "stateUniqueIds",
+                found=f"v{entry.version}" if relabelled else "none",
+            )
+        ],
+        fix=f"Set the first line of {rel} back to v2 (its ids are there), then audit again." if relabelled else None,
         # snapshot versions come from zip names: an N_<uuid>.zip is no number (seen on 4.3: NumberFormatException);
         # without zips, no v1 snapshot: changelogs from version 1 (recorded 4.0.5-4.2.1, seen on 4.3)
         spark_error=SparkError("java.lang.NumberFormatException", None, "For input string")
@@ -665,7 +705,7 @@ def state_v2_ids(ctx: AuditContext) -> Iterator[Finding]:
     )
 
 
-def _expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None, list[str]]:
+def expected_partitions(ctx: AuditContext, op: OperatorDir) -> tuple[int | None, list[str]]:
     ck = ctx.ckpt
     stores: list[str] = []
     if op.metadata_v1:
@@ -695,7 +735,7 @@ def _watermark(ctx: AuditContext) -> int:
 def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ck, N = ctx.ckpt, ctx.state_version
     inv = ck.state
-    ids = _unique_ids(ctx, N) if N else None
+    ids = unique_ids(ctx, N) if N else None
     stateful = ctx.stateful if ctx.stateful is not None else bool(inv.operators or ids)
     if not inv.operators:
         # async progress tracking refuses stateful queries: sparse async logs mean a stateless one
@@ -764,7 +804,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     spark_error=E.metadata_error(ctx.target, exc),
                     stage=62,
                 )
-        n, store_names = _expected_partitions(ctx, op)
+        n, store_names = expected_partitions(ctx, op)
         present = sorted(op.partitions)
         expected = list(range(n)) if n is not None else present
         extra = [p for p in present if p not in expected]

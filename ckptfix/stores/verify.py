@@ -23,9 +23,12 @@ from ckptfix.formats import filechecksum, hadoopcrc, rocksdbzip, statefile
 from ckptfix.formats import sst as sstfile
 
 #: a file the load cannot use
-FATAL = frozenset({"hadoop-crc", "checksum", "corrupt", "sst-missing", "sst-size", "sst-hadoop-crc", "sst-corrupt"})
-#: damaged bytes that Spark's load does not notice (a batch reading them may fail later): an SST's data block
-LATENT = frozenset({"sst-blocks"})
+FATAL = frozenset(
+    {"hadoop-crc", "checksum", "checksum-empty", "corrupt", "sst-missing", "sst-size", "sst-hadoop-crc", "sst-corrupt"}
+)
+#: damaged bytes that Spark's load does not notice (a batch reading them may fail later): an SST's data block; a
+#: checksum file that does not parse (Spark parses it first; what it raises is recorded only for an empty one)
+LATENT = frozenset({"sst-blocks", "checksum-unreadable"})
 #: facts that do not make the file unusable (RocksDB reads a table whose filter block is damaged as one without;
 #: "trailing": bytes after the end marker, or a damaged compressed chunk after the one holding it, which Spark's
 #: HDFS reader never reads)
@@ -84,6 +87,20 @@ def sidecar_mismatch(ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes) -
     return None if not why else (why, sidecar)
 
 
+def sidecar_unreadable(ckpt: Checkpoint, store: StoreDir, rel: str) -> tuple[str, FormatError] | None:
+    """(sidecar, why) when the 4.x JSON checksum sidecar ``<name>.crc`` of ``rel`` is there but does not parse:
+    Spark parses it before it verifies anything (damage hunt 8 on 4.3.0: an empty one fails the load with
+    Jackson's MismatchedInputException)."""
+    sidecar = store.checksums.get(rel.rsplit("/", 1)[-1])
+    if sidecar is None:
+        return None
+    try:
+        filechecksum.parse(ckpt.read(sidecar), ckpt.display(sidecar))
+    except FormatError as exc:
+        return sidecar, exc
+    return None
+
+
 def check_file(
     ckpt: Checkpoint,
     store: StoreDir,
@@ -116,6 +133,11 @@ def check_file(
         # verified on a local file system, the JSON checksum sidecar never (recorded on 4.1.4: a cut zip fails
         # with "Unexpected end of ZLIB input stream", not CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED)
         return _zip(ckpt, store, rel, data, deep, merge_delimiter, {} if ssts_checked is None else ssts_checked)
+    bad = sidecar_unreadable(ckpt, store, rel)
+    if bad is not None:
+        sidecar, exc = bad
+        what = "checksum-empty" if exc.kind == "empty" else "checksum-unreadable"
+        return [FileProblem(rel, what, exc.path, exc.offset, exc.expected, exc.found, sidecar=sidecar)]
     side = sidecar_mismatch(ckpt, store, rel, data)
     if side is not None:
         why, sidecar = side

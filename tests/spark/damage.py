@@ -351,6 +351,12 @@ def _v2_newest_changelog(damage: str) -> Callable[[Path], None]:
             raise SkipCase("cannot tell which changelog of the newest version the commit log names")
         path = paths[0]
         data = path.read_bytes()
+        if damage == "checksum_emptied":  # the changelog intact, its file checksum emptied (damage hunt 8, H4)
+            checksum = path.parent / f"{path.name}.crc"
+            if not checksum.exists():
+                raise SkipCase("this Spark writes no file checksum")
+            rewrite(checksum, b"", drop_crc=True)
+            return
         if damage.startswith("truncated"):
             rewrite(path, data[: len(data) // 2], drop_crc=True)
         else:
@@ -653,6 +659,18 @@ def _state_partition_missing(ckpt: Path) -> None:
     shutil.rmtree(parts[1])
 
 
+def _state_partitions_swapped(ckpt: Path) -> None:
+    """state/0/0 and state/0/1 swapped (a copy script with its targets crossed; damage hunt 8)."""
+    parts = state_partitions(ckpt)
+    if len(parts) < 2:
+        raise SkipCase("fewer than 2 state partitions")
+    a, b = parts[0], parts[1]
+    tmp = a.with_name(a.name + ".swap")
+    a.rename(tmp)
+    b.rename(a)
+    tmp.rename(b)
+
+
 def _state_schema_missing(ckpt: Path) -> None:
     path = ckpt / "state" / "0" / "0" / "_metadata" / "schema"
     if not path.exists():
@@ -691,6 +709,15 @@ def _v2_commit_ids_dropped(ckpt: Path) -> None:
         raise SkipCase("the latest commit names no stateUniqueIds (not checkpoint format v2)")
     del entry["stateUniqueIds"]
     rewrite(path, header + "\n" + json.dumps(entry, separators=(",", ":")), drop_crc=True)
+
+
+def _v2_commit_relabelled_v1(ckpt: Path) -> None:
+    """The latest commit's first line set to ``v1``, its stateUniqueIds kept (its .crc dropped)."""
+    path = latest_file(ckpt, "commits")
+    header, body = path.read_text().split("\n", 1)
+    if header != "v2" or "stateUniqueIds" not in body:
+        raise SkipCase("the latest commit is not a v2 commit with stateUniqueIds")
+    rewrite(path, "v1\n" + body, drop_crc=True)
 
 
 def _sources_dir_missing(ckpt: Path) -> None:
@@ -1375,6 +1402,21 @@ _CASES = [
         "a delta covered by the partition's newest snapshot deleted (harmless)",
     ),
     DamageCase("state_partition_missing", "agg_hdfs", _state_partition_missing, "state/0/1 deleted"),
+    # Spark restarts and looks every key up where it is not (damage hunt 8: windows emitted twice, counts restarted)
+    DamageCase(
+        "state_partitions_swapped",
+        "agg_hdfs",
+        _state_partitions_swapped,
+        "state/0/0 and state/0/1 swapped",
+        expect_rule="STATE-PARTITION-MISPLACED",
+    ),
+    DamageCase(
+        "state_partitions_swapped_rocksdb_cl",
+        "agg_rocksdb_cl",
+        _state_partitions_swapped,
+        "state/0/0 and state/0/1 swapped (RocksDB with changelog checkpointing)",
+        expect_rule="STATE-PARTITION-MISPLACED",
+    ),
     # one edit that breaks every store of two operators: Spark fails on the upstream operator (the highest id, the
     # earlier stage) in whichever partition's task comes first (hunt 6: conf_provider_rocks, conf_provider_hdfs)
     DamageCase(
@@ -1496,6 +1538,14 @@ _CASES = [
         _v2_newest_changelog("flipped_checksum_kept"),
         "format v2: one byte flipped in the middle of partition 0's newest changelog (Hadoop .crc dropped, 4.2+ "
         "file checksum kept)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_changelog_checksum_emptied",
+        "agg_v2",
+        _v2_newest_changelog("checksum_emptied"),
+        "format v2: the file checksum (<name>.crc, 4.1+) of partition 0's newest changelog emptied, the changelog "
+        "intact (damage hunt 8 on 4.3: Jackson's MismatchedInputException)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     DamageCase(
@@ -1814,6 +1864,13 @@ _CASES = [
         "dedup_v2_filesink",
         _v2_commit_ids_dropped,
         "the latest commit without its stateUniqueIds, state checkpoint format v2 (damage hunt of 2026-11-27, V06)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_commit_latest_relabelled_v1",
+        "dedup_v2_filesink",
+        _v2_commit_relabelled_v1,
+        "the latest commit's header set to v1, its stateUniqueIds kept, state checkpoint format v2 (damage hunt 8)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     # hand rollback (`rm offsets/<b> commits/<b>`) that leaves state/ as it is: the batches planned again write their

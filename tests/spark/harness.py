@@ -66,8 +66,9 @@ def scrub_machine_paths(text: str) -> str:
     their own scratch dir and the checkout first."""
     text = re.sub(r"/tmp/spark-[0-9a-f-]+", "<spark-local-dir>", text)
     text = re.sub(r"(?:<repo>)?/[^\s\"'<>]*/lib/python3\.[0-9]+/site-packages", "<site-packages>", text)
-    # an absolute path that :func:`trim_text` cut before its end, so the patterns above could not see it whole
-    return re.sub(r"(?<![\w<>])/[^\s\"'<>]* …\[trimmed\]$", "<path> …[trimmed]", text)
+    # an absolute path that :func:`trim_text` cut before its end (at the end of the text or of one of its sections),
+    # so the patterns above could not see it whole
+    return re.sub(r"(?<![\w<>])/[^\s\"'<>]* …\[trimmed\]", "<path> …[trimmed]", text)
 
 
 # --------------------------------------------------------------------------------------------- errors

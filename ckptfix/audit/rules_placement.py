@@ -1,0 +1,155 @@
+"""STATE-PARTITION-MISPLACED: a partition directory holding another partition's keys.
+
+Spark places every state key in the shuffle partition ``pmod(murmur3(partitioning columns), numPartitions)``
+gives it (:mod:`ckptfix.state.placement`) and no provider checks it on load: a partition directory restored from the
+wrong path, or two swapped by a copy script, load without a word, and each key is then looked up in a partition
+that does not hold it. Damage hunt 8 (2026-11-27, Spark 4.3.0; an aggregation, a stream-stream join and
+dropDuplicatesWithinWatermark on HDFS, RocksDB with changelog and checkpoint format v2): every such copy restarted,
+then emitted a second row for a window already emitted, restarted counts from zero, or let duplicates through.
+
+The check samples the keys of the newest delta or changelog of each partition's restart chain (files the chain
+check reads anyway), decodes them with the stored schema and hashes them. It checks nothing where it could be
+wrong: a checkpoint whose offset log does not record ``useStrictDistribution=true`` (before Spark 3.3 an operator
+kept the placement of a child already partitioned by a subset of its keys), a chain whose newest file is a
+snapshot zip (RocksDB without changelog checkpointing: the keys are in SST files), transformWithState, and stores
+whose keys ckptfix does not place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ckptfix.audit.context import AuditContext
+from ckptfix.audit.model import Evidence, Finding
+from ckptfix.audit.registry import check, define
+from ckptfix.audit.rules_state import CODEC, expected_partitions, unique_ids
+from ckptfix.checkpoint import StoreDir
+from ckptfix.errors import FormatError, UsageError
+from ckptfix.formats import codec, statefile
+from ckptfix.state.decode import Decoder
+from ckptfix.state.placement import Placement, placement
+from ckptfix.state.schemas import operator_info, store_schema
+from ckptfix.stores import chain as chains
+from ckptfix.stores import provider as providers
+
+STRICT = "spark.sql.streaming.statefulOperator.useStrictDistribution"
+SAMPLE = 16  # keys decoded per partition and store
+
+MISPLACED = define(
+    "STATE-PARTITION-MISPLACED",
+    "error",
+    "A state partition holds keys of another partition",
+    "Spark hash-partitions every stateful operator's input by its keys and loads partition p's store in task p; "
+    "nothing checks that the store holds partition p's keys. A partition directory restored from another one, or "
+    "two swapped, restart without an error and give wrong results: the keys are looked up where they are not, so "
+    "aggregates start again (append mode then emits a window twice), deduplication lets duplicates through and "
+    "joins miss their matches (damage hunt 8, Spark 4.3.0). ckptfix decodes a sample of the keys in the newest "
+    "delta or changelog of each partition and hashes them as Spark's HashPartitioning does.",
+    "Put each partition's files back in its own directory (from a backup, or by swapping the directories the "
+    "finding pairs), then audit again.",
+)
+
+
+@check
+def state_placement(ctx: AuditContext) -> Iterator[Finding]:
+    ck, N = ctx.ckpt, ctx.state_version
+    if N <= 0 or not ck.state.operators or ctx.conf.get(STRICT, "").lower() != "true":
+        return
+    ids = unique_ids(ctx, N)
+    compression = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+    for op_id, op in sorted(ck.state.operators.items()):
+        n, store_names = expected_partitions(ctx, op)
+        found = providers.of(ctx.conf, op)
+        if n is None or n <= 1 or found.custom:
+            continue
+        try:
+            info = operator_info(ck, op, N - 1)
+        except FormatError:
+            continue
+        if info.is_tws:
+            continue
+        wrong: dict[int, dict[int, str]] = {}  # partition -> partition its keys belong to -> the file read
+        for s_index, name in enumerate(store_names):
+            try:
+                sch = store_schema(ck, op, info, name)
+                where, decoder = placement(info, sch), Decoder(sch, found.kind, ck.display(op.rel))
+            except (FormatError, UsageError):
+                continue
+            for p in sorted(op.partitions):
+                store = op.partitions[p].get(name)
+                if p >= n or store is None:
+                    continue
+                uid = None
+                if ids is not None:
+                    try:
+                        uid = ids[str(op_id)][p][s_index]
+                    except (KeyError, IndexError, TypeError):
+                        continue
+                step = _newest_step(store, N, found.kind, uid)
+                if step is None:
+                    continue
+                for got in _partitions_of_sample(ctx, step, compression, decoder, where, n):
+                    if got != p:
+                        wrong.setdefault(p, {})[got] = step.rel
+        if wrong:
+            yield _finding(ctx, op_id, wrong)
+
+
+def _newest_step(store: StoreDir, version: int, provider: str, uid: str | None) -> chains.Step | None:
+    """The newest delta or changelog the load of ``version`` reads (None: its newest file is a zip, or the chain is
+    broken, which the chain check reports). Format v2: the changelog of that version with the commit's id."""
+    if uid is not None:
+        rel = store.files.get(("changelog", version, uid))
+        return chains.Step(rel, "changelog", version, uid) if rel else None
+    try:
+        chain = chains.plan(store, version, provider)
+    except FormatError:
+        return None
+    return next((s for s in reversed(chain.files) if s.kind != "zip"), None)
+
+
+def _partitions_of_sample(
+    ctx: AuditContext, step: chains.Step, compression: str, decoder: Decoder, where: Placement, n: int
+) -> list[int]:
+    """The partitions Spark's hash partitioning gives the first :data:`SAMPLE` keys of ``step`` ([] when the file
+    cannot be read: the chain check reports that)."""
+    ck = ctx.ckpt
+    path = ck.display(step.rel)
+    got: list[int] = []
+    try:
+        raw, _ = statefile.decompress_as_read(compression, ck.read(step.rel), path, step.kind)  # type: ignore[arg-type]
+        for i, rec in enumerate(statefile.iter_records(raw, path, step.kind)):  # type: ignore[arg-type]
+            if i >= SAMPLE:
+                break
+            got.append(where.partition(decoder.key(rec.key), n))
+    except (FormatError, UsageError, TypeError, ValueError, KeyError):
+        return []
+    return got
+
+
+def _finding(ctx: AuditContext, op_id: int, wrong: dict[int, dict[int, str]]) -> Finding:
+    ck = ctx.ckpt
+    pairs = [
+        f"partition {p} holds keys of partition(s) {', '.join(str(g) for g in sorted(gs))}" for p, gs in wrong.items()
+    ]
+    swapped = sorted({tuple(sorted((p, g))) for p, gs in wrong.items() for g in gs if p in wrong.get(g, {})})
+    hint = (
+        "; looks swapped: " + ", ".join(f"state/{op_id}/{a} <-> state/{op_id}/{b}" for a, b in swapped)
+        if swapped
+        else ""
+    )
+    evidence = [
+        Evidence(ck.display(rel), expected=f"keys of partition {p}", found=f"keys of partition {g}")
+        for p, gs in sorted(wrong.items())
+        for g, rel in sorted(gs.items())
+    ]
+    return MISPLACED.finding(
+        f"operator {op_id}: {'; '.join(pairs)} (Spark's hash partitioning of the decoded keys){hint}: Spark "
+        "restarts and looks each key up in the partition it belongs to, where it is not: counts start again, "
+        "windows are emitted twice, duplicates pass",
+        evidence[:6],
+        silent=True,
+    )
+
+
+__all__ = ["MISPLACED", "state_placement"]
