@@ -7,12 +7,11 @@ that does not hold it. Damage hunt 8 (2026-11-27, Spark 4.3.0; an aggregation, a
 dropDuplicatesWithinWatermark on HDFS, RocksDB with changelog and checkpoint format v2): every such copy restarted,
 then emitted a second row for a window already emitted, restarted counts from zero, or let duplicates through.
 
-The check samples the keys of the newest delta or changelog of each partition's restart chain (files the chain
-check reads anyway), decodes them with the stored schema and hashes them. It checks nothing where it could be
-wrong: a checkpoint whose offset log does not record ``useStrictDistribution=true`` (before Spark 3.3 an operator
-kept the placement of a child already partitioned by a subset of its keys), a chain whose newest file is a
-snapshot zip (RocksDB without changelog checkpointing: the keys are in SST files), transformWithState, and stores
-whose keys ckptfix does not place.
+The check samples the keys of the newest file of each partition's restart chain (a delta, snapshot or changelog
+the chain check reads anyway; for a zip, the first data block of its smallest SST), decodes them with the stored
+schema and hashes them. It checks nothing where it could be wrong: a checkpoint whose offset log does not record
+``useStrictDistribution=true`` (before Spark 3.3 an operator kept the placement of a child already partitioned by
+a subset of its keys), transformWithState, and stores whose keys ckptfix does not place.
 """
 
 from __future__ import annotations
@@ -22,10 +21,10 @@ from collections.abc import Iterator
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding
 from ckptfix.audit.registry import check, define
-from ckptfix.audit.rules_state import CODEC, expected_partitions, unique_ids
-from ckptfix.checkpoint import StoreDir
+from ckptfix.audit.rules_state import CODEC, expected_partitions, store_unique_id, unique_ids
+from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import FormatError, UsageError
-from ckptfix.formats import codec, statefile
+from ckptfix.formats import codec, rocksdbzip, sst, statefile
 from ckptfix.state.decode import Decoder
 from ckptfix.state.placement import Placement, placement
 from ckptfix.state.schemas import operator_info, store_schema
@@ -34,6 +33,7 @@ from ckptfix.stores import provider as providers
 
 STRICT = "spark.sql.streaming.statefulOperator.useStrictDistribution"
 SAMPLE = 16  # keys decoded per partition and store
+FILES = 4  # files read per partition and store, at most, to find keys
 
 MISPLACED = define(
     "STATE-PARTITION-MISPLACED",
@@ -43,8 +43,9 @@ MISPLACED = define(
     "nothing checks that the store holds partition p's keys. A partition directory restored from another one, or "
     "two swapped, restart without an error and give wrong results: the keys are looked up where they are not, so "
     "aggregates start again (append mode then emits a window twice), deduplication lets duplicates through and "
-    "joins miss their matches (damage hunt 8, Spark 4.3.0). ckptfix decodes a sample of the keys in the newest "
-    "delta or changelog of each partition and hashes them as Spark's HashPartitioning does.",
+    "joins miss their matches (damage hunt 8, Spark 4.3.0). ckptfix decodes a sample of the keys of each "
+    "partition's restart chain (newest file first; a zip's smallest SST) and hashes them as Spark's "
+    "HashPartitioning does.",
     "Put each partition's files back in its own directory (from a backup, or by swapping the directories the "
     "finding pairs), then audit again.",
 )
@@ -79,52 +80,74 @@ def state_placement(ctx: AuditContext) -> Iterator[Finding]:
                 store = op.partitions[p].get(name)
                 if p >= n or store is None:
                     continue
-                uid = None
-                if ids is not None:
-                    try:
-                        uid = ids[str(op_id)][p][s_index]
-                    except (KeyError, IndexError, TypeError):
-                        continue
-                step = _newest_step(store, N, found.kind, uid)
-                if step is None:
+                uid = store_unique_id(ids, op_id, p, s_index)
+                if ids is not None and uid is None:
                     continue
-                for got in _partitions_of_sample(ctx, step, compression, decoder, where, n):
-                    if got != p:
-                        wrong.setdefault(p, {})[got] = step.rel
+                # newest first, until a file holds keys (a dropDuplicates delta holds only the keys first seen in
+                # its batch: often none)
+                for step in _newest_steps(store, N, found.kind, uid)[:FILES]:
+                    got = _partitions_of_sample(ctx, store, step, compression, decoder, where, n)
+                    for g in got:
+                        if g != p:
+                            wrong.setdefault(p, {})[g] = step.rel
+                    if got:
+                        break
         if wrong:
             yield _finding(ctx, op_id, wrong)
 
 
-def _newest_step(store: StoreDir, version: int, provider: str, uid: str | None) -> chains.Step | None:
-    """The newest delta or changelog the load of ``version`` reads (None: its newest file is a zip, or the chain is
-    broken, which the chain check reports). Format v2: the changelog of that version with the commit's id."""
+def _newest_steps(store: StoreDir, version: int, provider: str, uid: str | None) -> list[chains.Step]:
+    """The files the load of ``version`` reads, newest first ([]: the chain is broken, which the chain check
+    reports). Format v2: the changelog and the zip of that version with the commit's id."""
     if uid is not None:
-        rel = store.files.get(("changelog", version, uid))
-        return chains.Step(rel, "changelog", version, uid) if rel else None
+        return [
+            chains.Step(rel, kind, version, uid)
+            for kind in ("changelog", "zip")
+            if (rel := store.files.get((kind, version, uid)))
+        ]
     try:
         chain = chains.plan(store, version, provider)
     except FormatError:
-        return None
-    return next((s for s in reversed(chain.files) if s.kind != "zip"), None)
+        return []
+    return list(reversed(chain.files))
 
 
 def _partitions_of_sample(
-    ctx: AuditContext, step: chains.Step, compression: str, decoder: Decoder, where: Placement, n: int
+    ctx: AuditContext,
+    store: StoreDir,
+    step: chains.Step,
+    compression: str,
+    decoder: Decoder,
+    where: Placement,
+    n: int,
 ) -> list[int]:
     """The partitions Spark's hash partitioning gives the first :data:`SAMPLE` keys of ``step`` ([] when the file
     cannot be read: the chain check reports that)."""
     ck = ctx.ckpt
     path = ck.display(step.rel)
-    got: list[int] = []
     try:
-        raw, _ = statefile.decompress_as_read(compression, ck.read(step.rel), path, step.kind)  # type: ignore[arg-type]
-        for i, rec in enumerate(statefile.iter_records(raw, path, step.kind)):  # type: ignore[arg-type]
-            if i >= SAMPLE:
-                break
-            got.append(where.partition(decoder.key(rec.key), n))
+        return [where.partition(decoder.key(key), n) for key in _sample_keys(ck, store, step, compression, path)]
     except (FormatError, UsageError, TypeError, ValueError, KeyError):
         return []
-    return got
+
+
+def _sample_keys(ck: Checkpoint, store: StoreDir, step: chains.Step, compression: str, path: str) -> list[bytes]:
+    """Up to :data:`SAMPLE` raw keys of ``step``: a delta's, snapshot's or changelog's first records; a zip's
+    smallest SST's first data block (the table holds this partition's keys like any other)."""
+    if step.kind == "zip":
+        meta = rocksdbzip.parse(ck.read(step.rel), path).metadata
+        listed = [s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts]
+        if not listed:
+            return []
+        smallest = min(listed, key=lambda s: s.size_bytes)
+        return sst.first_keys(ck.location.read(f"{store.rel}/SSTs/{smallest.dfs_sst_file_name}"), SAMPLE)
+    raw, _ = statefile.decompress_as_read(compression, ck.read(step.rel), path, step.kind)  # type: ignore[arg-type]
+    keys: list[bytes] = []
+    for rec in statefile.iter_records(raw, path, step.kind):  # type: ignore[arg-type]
+        keys.append(rec.key)
+        if len(keys) >= SAMPLE:
+            break
+    return keys
 
 
 def _finding(ctx: AuditContext, op_id: int, wrong: dict[int, dict[int, str]]) -> Finding:

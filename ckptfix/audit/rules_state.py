@@ -655,6 +655,14 @@ def unique_ids(ctx: AuditContext, version: int) -> dict[str, list[list[str]]] | 
     return entry.state_unique_ids if entry and entry.version >= 2 else None
 
 
+def store_unique_id(ids: dict[str, list[list[str]]] | None, op_id: int, part: int, store_index: int) -> str | None:
+    """The unique id a format-v2 commit's ``stateUniqueIds`` gives one store (None: not there, or format v1)."""
+    try:
+        return ids[str(op_id)][part][store_index] if ids is not None else None
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
 def _all_state_files(ctx: AuditContext) -> dict[tuple[str, int, str | None], str]:
     return {
         key: rel
@@ -834,12 +842,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     yield STATE_JUNK.finding(f"{name} is not a state file", [Evidence(ck.display(name))])
                 if N == 0:
                     continue
-                uid = None
-                if ids is not None:
-                    try:
-                        uid = ids[str(op_id)][p][s_index]
-                    except (KeyError, IndexError, TypeError):
-                        uid = None
+                uid = store_unique_id(ids, op_id, p, s_index)
                 checks.append((p, StoreCheck(ctx, store, N, provider, uid)))
         ctx.progress.stage(f"state operator {op_id}: reading", total=None)
         ck.prefetch([rel for _, sc in checks for rel in sc.planned()])

@@ -120,11 +120,7 @@ def verify(data: bytes | memoryview) -> SstReport:
     if name is None:
         return SstReport(version, None, 0, BlockDamage("footer", foot, "a checksum type 0-4", str(ctype)))
     try:
-        pos = foot + 1
-        meta_off, pos = _varint(buf, pos)
-        meta_size, pos = _varint(buf, pos)
-        index_off, pos = _varint(buf, pos)
-        index_size, pos = _varint(buf, pos)
+        meta_off, meta_size, index_off, index_size = _footer_handles(buf, foot)
     except _Bad:
         return SstReport(version, name, 0, BlockDamage("footer", foot, "two block handles", "bytes that are not"))
     if name == "none":
@@ -162,6 +158,57 @@ def verify(data: bytes | memoryview) -> SstReport:
         # itself is at fault; say so rather than call the table damaged
         return walk.report(version, name, None, f"a block ckptfix could not walk ({exc})")
     return walk.report(version, name, None)
+
+
+def first_keys(data: bytes | memoryview, limit: int = 16) -> list[bytes]:
+    """The user keys (internal keys without their 8-byte sequence/type trailer) of the table's first data block, at
+    most ``limit``; [] where this table cannot be walked here (another footer version, a partitioned index, a
+    damaged or undecodable block: :func:`verify` says which)."""
+    buf = memoryview(data)
+    n = len(buf)
+    if n < FOOTER_SIZE or _U64.unpack_from(buf, n - 8)[0] != MAGIC:
+        return []
+    if _U32.unpack_from(buf, n - 12)[0] not in FORMAT_VERSIONS:
+        return []
+    foot = n - FOOTER_SIZE
+    walk = _Walk(buf, buf[foot], foot)
+    keys: list[bytes] = []
+    try:
+        meta_off, meta_size, index_off, index_size = _footer_handles(buf, foot)
+        meta = walk.decompress(meta_off, meta_size)
+        props: dict[bytes, bytes] = {}
+        for key, value in _entries(meta if isinstance(meta, bytes) else b""):
+            if _meta_role(key) == "properties":
+                block = walk.decompress(*_handle(value))
+                props = dict(_entries(block)) if isinstance(block, bytes) else {}
+        index_type = _U32.unpack(props[INDEX_TYPE])[0] if len(props.get(INDEX_TYPE, b"")) == 4 else 0
+        index = walk.decompress(index_off, index_size)
+        if index_type not in FLAT_INDEXES or not isinstance(index, bytes):
+            return []
+        delta = _varint(props[DELTA_ENCODED], 0)[0] != 0 if DELTA_ENCODED in props else False
+        for off, size in _index_handles(index, delta, index_type == WITH_FIRST_KEY):
+            block = walk.decompress(off, size)
+            if not isinstance(block, bytes):
+                return []
+            for key, _ in _entries(block):
+                if len(key) >= 8:
+                    keys.append(key[:-8])
+                if len(keys) >= limit:
+                    return keys
+            break  # the first data block only
+    except (_Bad, KeyError, struct.error, IndexError):
+        return []
+    return keys
+
+
+def _footer_handles(buf: memoryview, foot: int) -> tuple[int, int, int, int]:
+    """The metaindex and index block handles (offset, size, offset, size) after the footer's checksum type."""
+    pos = foot + 1
+    out: list[int] = []
+    for _ in range(4):
+        value, pos = _varint(buf, pos)
+        out.append(value)
+    return out[0], out[1], out[2], out[3]
 
 
 class _Walk:

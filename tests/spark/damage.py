@@ -1411,6 +1411,13 @@ _CASES = [
         expect_rule="STATE-PARTITION-MISPLACED",
     ),
     DamageCase(
+        "state_partitions_swapped_rocksdb",
+        "agg_rocksdb",
+        _state_partitions_swapped,
+        "state/0/0 and state/0/1 swapped (RocksDB without changelog checkpointing: the keys are in SST files only)",
+        expect_rule="STATE-PARTITION-MISPLACED",
+    ),
+    DamageCase(
         "state_partitions_swapped_rocksdb_cl",
         "agg_rocksdb_cl",
         _state_partitions_swapped,
