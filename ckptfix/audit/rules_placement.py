@@ -11,7 +11,8 @@ The check samples the keys of the newest file of each partition's restart chain 
 the chain check reads anyway; for a zip, the first data block of its smallest SST), decodes them with the stored
 schema and hashes them. It checks nothing where it could be wrong: a checkpoint whose offset log does not record
 ``useStrictDistribution=true`` (before Spark 3.3 an operator kept the placement of a child already partitioned by
-a subset of its keys), transformWithState, and stores whose keys ckptfix does not place.
+a subset of its keys), and keys ckptfix does not place. transformWithState (RocksDB): keys of the newest zip's
+smallest SST, each placed by the grouping key inside its column family's key.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding
 from ckptfix.audit.registry import check, define
 from ckptfix.audit.rules_state import CODEC, expected_partitions, store_unique_id, unique_ids
-from ckptfix.checkpoint import Checkpoint, StoreDir
+from ckptfix.checkpoint import Checkpoint, OperatorDir, StoreDir
 from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import codec, rocksdbzip, sst, statefile
 from ckptfix.state.decode import Decoder
-from ckptfix.state.placement import Placement, placement
-from ckptfix.state.schemas import operator_info, store_schema
+from ckptfix.state.placement import Placement, TwsPlacer, placement
+from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
 
 STRICT = "spark.sql.streaming.statefulOperator.useStrictDistribution"
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 SAMPLE = 16  # keys decoded per partition and store
 FILES = 4  # files read per partition and store, at most, to find keys
 
@@ -67,9 +69,13 @@ def state_placement(ctx: AuditContext) -> Iterator[Finding]:
             info = operator_info(ck, op, N - 1)
         except FormatError:
             continue
-        if info.is_tws:
-            continue
         wrong: dict[int, dict[int, str]] = {}  # partition -> partition its keys belong to -> the file read
+        if info.is_tws:
+            if found.kind == "rocksdb":
+                _tws_placement(ctx, op, info, n, ids, wrong)
+            if wrong:
+                yield _finding(ctx, op_id, wrong)
+            continue
         for s_index, name in enumerate(store_names):
             try:
                 sch = store_schema(ck, op, info, name)
@@ -94,6 +100,40 @@ def state_placement(ctx: AuditContext) -> Iterator[Finding]:
                         break
         if wrong:
             yield _finding(ctx, op_id, wrong)
+
+
+def _tws_placement(
+    ctx: AuditContext,
+    op: OperatorDir,
+    info: OperatorInfo,
+    n: int,
+    ids: dict[str, list[list[str]]] | None,
+    wrong: dict[int, dict[int, str]],
+) -> None:
+    """transformWithState (RocksDB, one store whose keys start with a column family id): keys sampled from the
+    smallest SST of the chain's newest zip, each placed by the grouping key inside its family's key."""
+    ck = ctx.ckpt
+    avro = ctx.conf.get(ENCODING, "unsaferow").lower() == "avro"
+    for p in sorted(op.partitions):
+        store = op.partitions[p].get("default")
+        uid = store_unique_id(ids, op.operator, p, 0)
+        if p >= n or store is None or (ids is not None and uid is None):
+            continue
+        for step in [s for s in _newest_steps(store, ctx.state_version, "rocksdb", uid) if s.kind == "zip"][:1]:
+            path = ck.display(step.rel)
+            try:
+                meta = rocksdbzip.parse(ck.read(step.rel), path).metadata
+                keys = _sst_keys(ck, store, meta)
+            except FormatError:
+                continue
+            placer = TwsPlacer(info, meta.column_family_mapping or {}, path, avro=avro)
+            for key in keys:
+                try:
+                    got = placer.partition(key, n)
+                except (FormatError, UsageError, TypeError, ValueError, KeyError):
+                    continue  # a family ckptfix does not place (or cannot decode): no evidence either way
+                if got != p:
+                    wrong.setdefault(p, {})[got] = step.rel
 
 
 def _newest_steps(store: StoreDir, version: int, provider: str, uid: str | None) -> list[chains.Step]:
@@ -131,16 +171,20 @@ def _partitions_of_sample(
         return []
 
 
+def _sst_keys(ck: Checkpoint, store: StoreDir, meta: rocksdbzip.RocksDBMetadata) -> list[bytes]:
+    """Up to :data:`SAMPLE` keys of the zip's smallest SST (its first data block)."""
+    listed = [s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts]
+    if not listed:
+        return []
+    smallest = min(listed, key=lambda s: s.size_bytes)
+    return sst.first_keys(ck.location.read(f"{store.rel}/SSTs/{smallest.dfs_sst_file_name}"), SAMPLE)
+
+
 def _sample_keys(ck: Checkpoint, store: StoreDir, step: chains.Step, compression: str, path: str) -> list[bytes]:
     """Up to :data:`SAMPLE` raw keys of ``step``: a delta's, snapshot's or changelog's first records; a zip's
     smallest SST's first data block (the table holds this partition's keys like any other)."""
     if step.kind == "zip":
-        meta = rocksdbzip.parse(ck.read(step.rel), path).metadata
-        listed = [s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts]
-        if not listed:
-            return []
-        smallest = min(listed, key=lambda s: s.size_bytes)
-        return sst.first_keys(ck.location.read(f"{store.rel}/SSTs/{smallest.dfs_sst_file_name}"), SAMPLE)
+        return _sst_keys(ck, store, rocksdbzip.parse(ck.read(step.rel), path).metadata)
     raw, _ = statefile.decompress_as_read(compression, ck.read(step.rel), path, step.kind)  # type: ignore[arg-type]
     keys: list[bytes] = []
     for rec in statefile.iter_records(raw, path, step.kind):  # type: ignore[arg-type]

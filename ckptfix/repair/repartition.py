@@ -69,8 +69,8 @@ from ckptfix.repair.plan import Plan
 from ckptfix.repair.rebuild import read_version, write_snapshot
 from ckptfix.repair.sink_entry import DEFAULT_COMPACT_INTERVAL, plan_sink_entry
 from ckptfix.sinks import open_sink
-from ckptfix.state.decode import Decoder, column_family_of, decode_columns
-from ckptfix.state.placement import placement, tws_grouping
+from ckptfix.state.decode import Decoder, decode_columns
+from ckptfix.state.placement import TwsPlacer, placement
 from ckptfix.state.read import ENCODING, Selection, bulk_store, select, store_chain
 from ckptfix.state.schemas import operator_info, store_schema
 from ckptfix.stores import records
@@ -297,38 +297,21 @@ def _format_v2(sel: Selection) -> bool:
 
 
 def _tws_placer(sel: Selection, rel: str, meta: dict[str, Any], partitions: int) -> Callable[[bytes], int]:
-    """The new partition of a transformWithState key: its column family (2-byte id before the key), that family's
-    key decoded, the grouping key in it hashed (:func:`ckptfix.state.placement.tws_grouping`)."""
-    ckpt, info = sel.ckpt, sel.info
-    by_id = {int(i): n for n, i in (meta.get("columnFamilyMapping") or {}).items()}
-    decoders: dict[int, tuple[Decoder, Any]] = {}
-    avro = sel.conf.get(ENCODING, "unsaferow").lower() == "avro"  # the key bytes move as they are, either way
+    """The new partition of a transformWithState key (:class:`ckptfix.state.placement.TwsPlacer`)."""
+    placer = TwsPlacer(
+        sel.info,
+        meta.get("columnFamilyMapping") or {},
+        sel.ckpt.display(rel),
+        delimiter=sel.delimiter,
+        row_checksum=sel.row_checksum,
+        avro=sel.conf.get(ENCODING, "unsaferow").lower() == "avro",  # the key bytes move as they are, either way
+    )
 
     def place(key: bytes) -> int:
-        cf = column_family_of(key)
-        if cf not in decoders:
-            name = by_id.get(cf)
-            sch = info.column_families.get(name) if name is not None else None
-            if sch is None:
-                raise RepartitionRefused(
-                    f"{ckpt.display(rel)}: column family {name or cf!r} has no schema in the state schema files"
-                )
-            dec = Decoder(
-                sch,
-                "rocksdb",
-                ckpt.display(rel),
-                column_family=True,
-                delimiter=sel.delimiter,
-                row_checksum=sel.row_checksum,
-                avro_encoded=avro,
-            )
-            decoders[cf] = (dec, sch)
-        dec, sch = decoders[cf]
         try:
-            values, t = tws_grouping(info, sch, dec.key(key))
+            return placer.partition(key, partitions)
         except UsageError as exc:
-            raise RepartitionRefused(f"{ckpt.display(rel)}: {exc}") from None
-        return sparkhash.hash_row(values, t) % partitions
+            raise RepartitionRefused(f"{sel.ckpt.display(rel)}: {exc}") from None
 
     return place
 

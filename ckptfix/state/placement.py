@@ -101,6 +101,43 @@ def tws_grouping(info: OperatorInfo, store: StoreSchema, key: Mapping[str, Any])
     return [values[k] for k in t.keys], t
 
 
+class TwsPlacer:
+    """The partition of a raw transformWithState key (RocksDB; 2-byte column family id first): the family's key
+    decoded with its schema, the grouping key in it (:func:`tws_grouping`) hashed. ``families``: the zip
+    metadata's ``columnFamilyMapping`` (name -> id). Raises :class:`UsageError` for a family without a schema or
+    whose keys hold no grouping key, :class:`~ckptfix.errors.FormatError` for a key that does not decode."""
+
+    def __init__(
+        self,
+        info: OperatorInfo,
+        families: Mapping[str, int],
+        path: str,
+        *,
+        delimiter: bytes | None = b",",
+        row_checksum: bool = False,
+        avro: bool = False,
+    ) -> None:
+        self.info, self.path = info, path
+        self.by_id = {int(i): n for n, i in families.items()}
+        self.options = {"delimiter": delimiter, "row_checksum": row_checksum, "avro_encoded": avro}
+        self.decoders: dict[int, tuple[Any, StoreSchema]] = {}
+
+    def partition(self, key: bytes, num_partitions: int) -> int:
+        from ckptfix.state.decode import Decoder, column_family_of
+
+        cf = column_family_of(key)
+        if cf not in self.decoders:
+            name = self.by_id.get(cf)
+            sch = self.info.column_families.get(name) if name is not None else None
+            if sch is None:
+                raise UsageError(f"column family {name or cf!r} has no schema in the state schema files")
+            dec = Decoder(sch, "rocksdb", self.path, column_family=True, **self.options)  # type: ignore[arg-type]
+            self.decoders[cf] = (dec, sch)
+        dec, sch = self.decoders[cf]
+        values, t = tws_grouping(self.info, sch, dec.key(key))
+        return sparkhash.hash_row(values, t) % num_partitions
+
+
 def _struct_field(
     struct: StructType, values: Mapping[str, Any], name: str
 ) -> tuple[Mapping[str, Any], StructType] | None:
@@ -112,4 +149,4 @@ def _struct_field(
     return (values[struct.keys[i]], t) if isinstance(t, StructType) else None
 
 
-__all__ = ["Placement", "placement", "tws_grouping"]
+__all__ = ["Placement", "TwsPlacer", "placement", "tws_grouping"]

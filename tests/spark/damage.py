@@ -1418,6 +1418,14 @@ _CASES = [
         expect_rule="STATE-PARTITION-MISPLACED",
     ),
     DamageCase(
+        "state_partitions_swapped_tws",
+        "tws_pandas",
+        _state_partitions_swapped,
+        "transformWithStateInPandas: state/0/0 and state/0/1 swapped",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+        expect_rule="STATE-PARTITION-MISPLACED",
+    ),
+    DamageCase(
         "state_partitions_swapped_rocksdb_cl",
         "agg_rocksdb_cl",
         _state_partitions_swapped,
