@@ -82,6 +82,8 @@ def state_placement(ctx: AuditContext) -> Iterator[Finding]:
                 where, decoder = placement(info, sch), Decoder(sch, found.kind, ck.display(op.rel))
             except (FormatError, UsageError):
                 continue
+            if where.width == 0:  # no key columns (a global aggregation: AllTuples, one task): nothing to place
+                continue
             for p in sorted(op.partitions):
                 store = op.partitions[p].get(name)
                 if p >= n or store is None:

@@ -72,7 +72,7 @@ from ckptfix.sinks import open_sink
 from ckptfix.state.decode import Decoder, decode_columns
 from ckptfix.state.placement import TwsPlacer, placement
 from ckptfix.state.read import ENCODING, Selection, bulk_store, select, store_chain
-from ckptfix.state.schemas import operator_info, store_schema
+from ckptfix.state.schemas import keyless, operator_info, store_schema
 from ckptfix.stores import records
 from ckptfix.stores.records import ROW_CHECKSUM_BYTES
 
@@ -171,6 +171,11 @@ def plan_repartition(
     for op_id in sorted(ckpt.state.operators):
         op = ckpt.state.operators[op_id]
         info = operator_info(ckpt, op, last)
+        if keyless(ckpt, op):
+            raise RepartitionRefused(
+                f"{ckpt.display(op.rel)}: an aggregation without grouping keys runs in one task whatever "
+                f"{SHUFFLE_PARTITIONS} says (its state is in partition 0 only): there is nothing to repartition"
+            )
         missing = [p for p in range(current) if p not in op.partitions]
         if missing:
             raise RepartitionRefused(

@@ -260,7 +260,8 @@ def recorded_partitions(ckpt: Checkpoint, op: OperatorDir, conf: Mapping[str, st
     """How many partitions of ``op`` Spark loads at a restart: ``spark.sql.shuffle.partitions`` of the offset log
     (``conf``; it wins over the session's), else the operator metadata's numPartitions (4.x); 1 for a global
     limit, which runs in one task whatever they say (PySpark 4.3.0 writes state/<op>/0 only and restarts it).
-    None when nothing records it. Directories beyond it are never read; one below it missing fails the load."""
+    None when nothing records it; 1 for an aggregation without grouping keys too (:func:`keyless`). Directories
+    beyond it are never read; one below it missing fails the load."""
     try:
         n = operator_info(ckpt, op).num_partitions
     except FormatError:
@@ -268,9 +269,23 @@ def recorded_partitions(ckpt: Checkpoint, op: OperatorDir, conf: Mapping[str, st
     raw = conf.get(SHUFFLE_PARTITIONS)
     if raw is not None and raw.isdigit():
         n = int(raw)
-    if operator_name(ckpt, op) == GLOBAL_LIMIT:
+    if operator_name(ckpt, op) == GLOBAL_LIMIT or keyless(ckpt, op):
         n = 1
     return n
+
+
+def keyless(ckpt: Checkpoint, op: OperatorDir) -> bool:
+    """An aggregation without grouping keys (``groupBy().count()``): its state key has no column, Spark requires
+    AllTuples of its input and runs it in one task, so it writes and loads state/<op>/0 only, whatever the partition
+    count (seen on 4.3.0: a global count with 4 shuffle partitions restarts with the right count; operator metadata
+    says numPartitions 4)."""
+    try:
+        info = operator_info(ckpt, op)
+        if info.is_tws or info.is_join or info.stores != ["default"]:
+            return False
+        return not store_schema(ckpt, op, info, "default").key.fields
+    except FormatError:
+        return False
 
 
 def _v3_batch(rel: str) -> int | None:
