@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 ROWS_PER_FILE = 5
+PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def write_input(workdir: Path, index: int) -> None:
@@ -23,22 +24,29 @@ def write_input(workdir: Path, index: int) -> None:
 def run(spark: Any, workdir: Path) -> dict[str, Any]:
     """One availableNow run over what is in ``workdir/input``: the counts each batch emitted, or the error."""
     out: list[tuple[int, list[int]]] = []
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
-    df = spark.readStream.schema("v LONG").option("maxFilesPerTrigger", 1).json(str(workdir / "input"))
-    query = (
-        df.groupBy()
-        .count()
-        .writeStream.foreachBatch(lambda d, b: out.append((b, [r[0] for r in d.collect()])))
-        .outputMode("update")
-        .option("checkpointLocation", str(workdir / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    before = spark.conf.get(PARTITIONS, None)  # the session is shared with other tests: restored below
+    spark.conf.set(PARTITIONS, "4")
     try:
-        query.awaitTermination(300)
-        exc = query.exception()
+        df = spark.readStream.schema("v LONG").option("maxFilesPerTrigger", 1).json(str(workdir / "input"))
+        query = (
+            df.groupBy()
+            .count()
+            .writeStream.foreachBatch(lambda d, b: out.append((b, [r[0] for r in d.collect()])))
+            .outputMode("update")
+            .option("checkpointLocation", str(workdir / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            query.awaitTermination(300)
+            exc = query.exception()
+        finally:
+            query.stop()
     finally:
-        query.stop()
+        if before is None:
+            spark.conf.unset(PARTITIONS)
+        else:
+            spark.conf.set(PARTITIONS, before)
     return {"error": None if exc is None else str(exc)[:2000], "batches": sorted(out)}
 
 
