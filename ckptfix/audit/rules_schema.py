@@ -30,7 +30,7 @@ from ckptfix.errors import CkptfixError, FormatError
 from ckptfix.formats import opmeta
 from ckptfix.formats import schema as schema_format
 from ckptfix.formats.text import preview
-from ckptfix.formats.unsaferow import spark_json_message, spark_json_rejects, spark_json_text
+from ckptfix.formats.unsaferow import spark_json_rejects, spark_json_text
 from ckptfix.storage import Location, split_url, uri_forms
 
 SCHEMA_PATH = define(
@@ -64,7 +64,7 @@ SCHEMA_FILE_BAD = define(
     "short, with EOFException (recorded on 3.5.9-4.2.1 and 4.3), otherwise with a JSON error; a v3 file the metadata "
     "names and that is missing, with FileNotFoundException (seen on 4.3). A file whose JSON names no Spark data type "
     "(a type name or a key edited) fails too: v1/v2 in StructType.fromString with UNSUPPORTED_DATATYPE (recorded on "
-    "3.5.9-4.3), v3 on 4.3 with INVALID_JSON_DATA_TYPE (4.0.5-4.2.1 do not read it at a restart: a warning there). "
+    "3.5.9-4.3), v3 likewise (recorded on 4.0.5-4.3). "
     "A missing v1/v2 file is written again.",
     "Restore the schema file from a backup. A v1/v2 file (state/<op>/0/<store>/_metadata/schema) may also be moved "
     "out of the checkpoint with its .schema.crc: Spark then writes the query's schemas there, without comparing them "
@@ -138,25 +138,16 @@ def _unreadable(ctx: AuditContext, rel: str, data: bytes, why: str) -> Iterator[
             continue
         shown = preview(spark_json_text(rejected))
         evidence = [Evidence(ck.display(rel), None, f"the {what} as a Spark data type", shown)]
-        if isinstance(model, schema_format.SchemaV3):
-            # read with DataType.fromJson at a restart by 4.3 only: 4.0.5-4.2.1 restart with the same file and
-            # correct results (recorded: schema_v3_type_name_flipped)
-            if not ctx.target.at_least(4, 3):
-                yield SCHEMA_FILE_BAD.finding(
-                    f"{rel}: its {what} is JSON, but Spark reads no data type from {shown}; Spark "
-                    f"{ctx.target.label} does not read it at a restart, 4.3 does and fails; {why}",
-                    evidence,
-                    severity="warning",
-                )
-                return
-            error = SparkError(None, "INVALID_JSON_DATA_TYPE", spark_json_message(rejected), batch=ctx.next_batch)
-        else:  # StructType.fromString: DataType.fromJson, then the legacy parser, whose error shows the whole schema
-            error = SparkError(
-                "org.apache.spark.SparkIllegalArgumentException",
-                "UNSUPPORTED_DATATYPE",
-                f"Unsupported data type {spark_json_text(obj)}",
-                batch=ctx.next_batch,
-            )
+        # StructType.fromString: DataType.fromJson, then the legacy parser, whose error shows the whole schema;
+        # v3 (transformWithState) too, on 4.0.5-4.3.0 (recorded: schema_v3_type_name_flipped, restarted where the
+        # operator metadata names the damaged file; until 2026-11-28 the recording restarted a copy whose metadata
+        # named the undamaged base's files, and 4.0.5-4.2.1 seemed not to read v3 files at a restart)
+        error = SparkError(
+            "org.apache.spark.SparkIllegalArgumentException",
+            "UNSUPPORTED_DATATYPE",
+            f"Unsupported data type {spark_json_text(obj)}",
+            batch=ctx.next_batch,
+        )
         yield SCHEMA_FILE_BAD.finding(
             f"{rel} cannot be read: its {what} is JSON, but Spark reads no data type from {shown}; {why}",
             evidence,

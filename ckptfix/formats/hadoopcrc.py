@@ -53,6 +53,21 @@ def dump(crc: HadoopCrc) -> bytes:
     return HEADER.pack(MAGIC, crc.bytes_per_checksum) + b"".join(CRC.pack(c) for c in crc.checksums)
 
 
+def read_error_at(crc: HadoopCrc, data: bytes) -> int | None:
+    """Where Hadoop's checksummed read of ``data`` (ChecksumFileSystem's input checker) raises ChecksumException, or
+    None if it reads to the end. It verifies each chunk it reads, a short last chunk against its stored sum, and
+    raises at the first chunk the sidecar has no sum for; it never learns the length the sidecar implies. So data
+    cut at a chunk boundary, or emptied, reads without an error (recorded on 4.0.5 and 4.1.4: an emptied zip with
+    its .crc kept fails in the unzip, with no ChecksumException), while :func:`first_mismatch` reports it."""
+    actual = compute(data, crc.bytes_per_checksum).checksums
+    for i, (want, got) in enumerate(zip(crc.checksums, actual, strict=False)):
+        if want != got:
+            return i * crc.bytes_per_checksum
+    if len(actual) > len(crc.checksums):
+        return len(crc.checksums) * crc.bytes_per_checksum
+    return None
+
+
 def first_mismatch(crc: HadoopCrc, data: bytes) -> int | None:
     """Byte offset in ``data`` of the first chunk whose checksum differs, or None if all
     match. A length change shows as a mismatch at the first chunk past the shorter side."""

@@ -62,8 +62,9 @@ class FileProblem:
 
 
 def hadoop_mismatch(ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes) -> tuple[int, str] | None:
-    """(first differing byte, sidecar) when ``data`` differs from its Hadoop ``.<name>.crc`` (written on local
-    file systems; copies in object stores may carry them along). An unreadable sidecar Hadoop ignores too."""
+    """(byte, sidecar) where Hadoop's checksummed read of ``data`` fails against its ``.<name>.crc`` (written on
+    local file systems; copies in object stores may carry them along): :func:`hadoopcrc.read_error_at`. An
+    unreadable sidecar Hadoop ignores too."""
     crc_rel = store.hadoop_crc.get(rel.rsplit("/", 1)[-1])
     if crc_rel is None:
         return None
@@ -71,7 +72,7 @@ def hadoop_mismatch(ckpt: Checkpoint, store: StoreDir, rel: str, data: bytes) ->
         crc = hadoopcrc.parse(ckpt.read(crc_rel), ckpt.display(crc_rel))
     except FormatError:
         return None
-    at = hadoopcrc.first_mismatch(crc, data)
+    at = hadoopcrc.read_error_at(crc, data)
     return None if at is None else (at, crc_rel)
 
 

@@ -304,7 +304,9 @@ def _metadata_deleted_crc_left(rel: str) -> Callable[[Path], None]:
 
 def _v2_newest_zip(damage: str) -> Callable[[Path], None]:
     """Checkpoint format v2: partition 0's newest zip (``<v>_<uid>.zip``) deleted, or one byte flipped in its middle
-    with its Hadoop and visible .crc sidecars dropped (as on an object store). The changelogs stay."""
+    with its Hadoop and visible .crc sidecars dropped (as on an object store). ``emptied`` / ``truncated``: the zip
+    cut to nothing / to half its size with both sidecars kept (the Hadoop ``.<name>.crc`` and, 4.1+, Spark's file
+    checksum ``<name>.crc``; damage hunt 8, H6). The changelogs stay."""
 
     def apply(ckpt: Path) -> None:
         part = state_partitions(ckpt)[0]
@@ -319,6 +321,9 @@ def _v2_newest_zip(damage: str) -> Callable[[Path], None]:
             (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
             return
         data = bytearray(path.read_bytes())
+        if damage in ("emptied", "truncated"):
+            rewrite(path, bytes(data[: len(data) // 2] if damage == "truncated" else b""))
+            return
         data[len(data) // 2] ^= 0xFF
         rewrite(path, bytes(data), drop_crc=True)
         (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
@@ -1576,6 +1581,20 @@ _CASES = [
         "agg_v2",
         _v2_newest_changelog("truncated"),
         "format v2: partition 0's newest changelog cut to half its size (both sidecars dropped)",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_zip_emptied_sidecars_kept",
+        "agg_v2",
+        _v2_newest_zip("emptied"),
+        "format v2: partition 0's newest zip emptied, its Hadoop .crc and (4.1+) file checksum kept",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_zip_truncated_sidecars_kept",
+        "agg_v2",
+        _v2_newest_zip("truncated"),
+        "format v2: partition 0's newest zip cut to half its size, its Hadoop .crc and (4.1+) file checksum kept",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     DamageCase(

@@ -445,14 +445,35 @@ def build_base(
     return ckpt, input_dir, output_dir
 
 
+def _relocate_schema_paths(old: Path, new: Path) -> None:
+    """transformWithState's operator metadata v2 names its schema files by absolute path, and a restart reads them
+    there: a copy whose metadata still named the base's files would restart on the base's (undamaged) schema, so
+    a damaged schema file in the copy would go unseen (until 2026-11-28 it did: ``schema_v3_type_name_flipped``
+    restarted everywhere). The copy's metadata names its own files, as after ``ckptfix migrate relocate``."""
+    from tests.support.trees import hadoop_crc
+
+    for path in new.glob("state/*/_metadata/v2/*"):
+        if path.name.startswith("."):
+            continue
+        text = path.read_text()
+        moved = text.replace(f"file:{old}/", f"file:{new}/")
+        if moved != text:
+            path.write_text(moved)
+            sidecar = path.with_name(f".{path.name}.crc")
+            if sidecar.exists():
+                sidecar.write_bytes(hadoop_crc(moved.encode()))
+
+
 def copy_base(base: tuple[Path, Path, Path], dest: Path) -> tuple[Path, Path, Path]:
-    """Copy a base's checkpoint and sink output to ``dest``. The input dir is shared (it is never damaged,
-    and the file source log records absolute input paths, so it must stay where it is)."""
+    """Copy a base's checkpoint and sink output to ``dest``, its transformWithState schema paths moved with it. The
+    input dir is shared (it is never damaged, and the file source log records absolute input paths, so it must
+    stay where it is)."""
     ckpt, input_dir, output_dir = base
     dest.mkdir(parents=True, exist_ok=True)
     new_ckpt = dest / "ckpt"
     new_out = dest / output_dir.name
     shutil.copytree(ckpt, new_ckpt)
+    _relocate_schema_paths(ckpt, new_ckpt)
     if output_dir.exists():
         shutil.copytree(output_dir, new_out)
     app = append_dir(output_dir)
