@@ -63,6 +63,20 @@ class Sink:
             if not entry.is_dir and not any(part.startswith(("_", ".")) for part in rel.split("/"))
         )
 
+    @property
+    def has_log_dir(self) -> bool:
+        """Whether the output path has a ``_spark_metadata`` directory at all (a file sink creates it with its
+        first batch; foreachBatch and other writers never do)."""
+        return any(rel == "_spark_metadata" or rel.startswith("_spark_metadata/") for rel in self.entries)
+
+    @property
+    def batch_written(self) -> bool:
+        """Whether a batch writer's ``_SUCCESS`` marker is in the output (foreachBatch's ``df.write``): Hadoop's
+        output committer leaves one per job, the file sink never does (its commit protocol writes the log)."""
+        return any(
+            rel.rsplit("/", 1)[-1] == "_SUCCESS" and not rel.startswith("_spark_metadata") for rel in self.entries
+        )
+
     def last_batch(self, query_id: str | None) -> int | None:
         """The newest batch id this sink holds and will skip when Spark plans it again, or None."""
         if self.delta is not None:

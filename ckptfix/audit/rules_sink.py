@@ -75,7 +75,10 @@ SINK_COMPACT = define(
     ".../_spark_metadata/<b>` and on a damaged one with its parse error (recorded on 3.5.9-4.2.1, live on 4.3). When "
     "the restart's first batch is that compaction batch the restart fails; otherwise the query restarts and fails "
     "at that batch, on every later run too. A batch the sink already holds is skipped without writing, so the first "
-    "batch the sink writes counts.",
+    "batch the sink writes counts. An output path without any _spark_metadata is a file sink's whose log was "
+    "deleted whole, or another writer's: one with _SUCCESS markers (a batch write, e.g. foreachBatch; the file sink "
+    "writes none) is not checked, one without gets a warning, and the verdict is unknown when the restart's first "
+    "batch compacts.",
     "Restore the entry from a backup: the file sink's log is the only record of which files a batch added. Without "
     "one, an entry holding only the line `v1` lets the compaction pass, but readers of the output then no longer see "
     "the files the lost entry listed (they stay in the directory, unlisted); deleting the output's _spark_metadata "
@@ -124,6 +127,17 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                 "its contents were deleted, restore them from a backup.",
             )
             return
+        elif not sink.has_log_dir and sink.batch_written:
+            message = (
+                f"{sink.location.url} holds a batch writer's output (_SUCCESS markers: foreachBatch's df.write, a "
+                "job of its own) and no _spark_metadata: nothing there records batch ids, nothing to check"
+            )
+        elif not sink.has_log_dir:
+            message = (
+                f"{sink.location.url} holds data files but no _spark_metadata: the output of a writer that records "
+                "no batch ids (foreachBatch, a job of its own), nothing to check; or a file sink's whose log was "
+                "deleted entirely, whose next log compaction then fails"
+            )
         else:
             message = f"{sink.location.display('_spark_metadata')} has no batch files"
         yield SINK_NO_LOG.finding(message, [Evidence(sink.evidence(qid))])
@@ -191,6 +205,25 @@ def sink_compaction(ctx: AuditContext) -> Iterator[Finding]:
         if err is None:
             continue
         fails = f"batch {compaction}, a compaction batch of the file sink's log (compact interval {interval}),"
+        if not sink.has_log_dir:  # data files, no log: another writer's output, or a file sink's log deleted whole
+            if sink.batch_written:
+                return  # _SUCCESS markers: a batch writer's (foreachBatch) output, which no compaction reads
+            when = (
+                f"the restart's first batch the sink writes is {fails} and fails"
+                if compaction == first
+                else f"the restart runs, but {fails} fails"
+            )
+            yield SINK_COMPACT.finding(
+                f"{sink.location.url} has no _spark_metadata: if it is this query's file sink, whose log was deleted, "
+                f"{when} missing {sink.location.display(rel)}; if the query writes it otherwise (foreachBatch), "
+                "nothing reads a log there",
+                [evidence],
+                severity="warning",
+                undecided=compaction == first,  # the restart itself depends on which
+                fix="Audit without --sink if the query does not write this path with a file sink; if it does, "
+                "restore its _spark_metadata from a backup.",
+            )
+            return
         if compaction == first:
             when = f"the restart's first batch the sink writes is {fails} and fails"
         else:

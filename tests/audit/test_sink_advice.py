@@ -76,3 +76,34 @@ def test_a_sink_path_without_log_or_data_is_named_as_possibly_wrong(tmp_path: Pa
         entry.unlink()
     report = audit(str(ckpt), "4.3", sink_path=str(output))
     assert "SINK-LOG-COMPACT" in {f.rule_id for f in report.findings if f.severity == "error"}
+
+
+def test_an_output_without_a_log_is_not_judged_as_a_file_sink(tmp_path: Path) -> None:
+    """New-user trial of 2026-11-28: `--sink` on a foreachBatch query's output (data files, no _spark_metadata) got
+    an ERROR that the file sink's next compaction fails, and rollback --sink was refused for it. With a batch
+    writer's _SUCCESS markers (which the file sink never writes: the fixtures' file sink outputs have none) nothing
+    is checked; without them the output may be a file sink's whose log was deleted whole: a warning, and an unknown
+    verdict when the restart's first batch compacts (Spark fails then: damage case filesink_compact_log_deleted)."""
+    with tarfile.open(FIXTURES / "agg_hdfs.tar.gz") as tar:  # foreachBatch: output/batch_id=N/ with _SUCCESS
+        tar.extractall(tmp_path, filter="data")
+    ckpt, output = tmp_path / "ckpt", tmp_path / "output"
+    assert list(output.rglob("_SUCCESS")) and not (output / "_spark_metadata").exists()
+    compacts = {"spark.sql.streaming.fileSink.log.compactInterval": "1"}  # every batch compacts, the first too
+    report = audit(str(ckpt), "4.3", sink_path=str(output), session_conf=compacts)
+    assert [(f.rule_id, f.severity) for f in report.findings if f.rule_id.startswith("SINK-")] == [
+        ("SINK-NO-LOG", "info")
+    ]
+    assert report.verdict.restarts is True
+    plan_rollback(str(ckpt), 2, "4.3", sink_path=str(output))  # accepted: nothing there is a batch id to keep
+
+    for marker in output.rglob("_SUCCESS"):
+        marker.unlink()
+    report = audit(str(ckpt), "4.3", sink_path=str(output), session_conf=compacts)
+    (compact,) = [f for f in report.findings if f.rule_id == "SINK-LOG-COMPACT"]
+    assert compact.severity == "warning" and compact.undecided and "foreachBatch" in compact.message
+    assert report.verdict.restarts is None
+    later = {"spark.sql.streaming.fileSink.log.compactInterval": "1000"}  # the restart itself does not compact
+    report = audit(str(ckpt), "4.3", sink_path=str(output), session_conf=later)
+    assert report.verdict.restarts is True
+    (compact,) = [f for f in report.findings if f.rule_id == "SINK-LOG-COMPACT"]
+    assert compact.severity == "warning" and not compact.undecided and "the restart runs, but" in compact.message
