@@ -78,7 +78,7 @@ def advise(
         if chart is not None:
             from ckptfix.advise.chart import html
 
-            write_out(chart, html(a).encode("utf-8"))
+            write_out("--chart", chart, html(a).encode("utf-8"))
         return a
 
     a = run()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import sys
+from collections.abc import Callable
 from enum import Enum
 from functools import cache
 from pathlib import Path
@@ -15,9 +17,9 @@ import typer
 from typer.core import TyperGroup
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
-from ckptfix.errors import CkptfixError
+from ckptfix.errors import CkptfixError, UsageError
 from ckptfix.render import jsonout
-from ckptfix.storage import open_location, parse_storage_options
+from ckptfix.storage import parse_storage_options
 
 if TYPE_CHECKING:  # rich loads when a command first prints through it (40 ms of every start otherwise)
     from rich.console import Console
@@ -257,11 +259,45 @@ def emit(document: str) -> None:
         stdout_gone()
 
 
-def write_out(path: Path, data: bytes) -> None:
-    """A local file an option names (--plan-out, --chart): written under a temporary name in the same
-    directory and renamed, so a failure never leaves half a file."""
-    target = path.resolve()
-    open_location(str(target.parent)).write_atomic(target.name, data)
+def write_local(option: str, path: str | Path, mode: str, fn: Callable[[Any], int]) -> int:
+    """Write a local file an option names (``--out``, ``--plan-out``, ``--chart``) through ``fn(file)``; returns
+    what ``fn`` returns. A regular file (or a new name) is written as ``<name>.partial`` and renamed over it at the
+    end, so a failed read never leaves half a file; a symbolic link is followed, so the link stays and its target
+    gets the content. Anything else that exists (a FIFO, a terminal, ``/dev/stdout``) is written in place: a
+    rename would replace it with a regular file."""
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise UsageError(f"{option} {path}: expected a file name, found a directory")
+    parent = os.path.dirname(real)
+    if not os.path.isdir(parent):
+        raise UsageError(f"{option} {path}: expected an existing directory to write into, found no {parent}")
+    encoding = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+    try:
+        if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+            with open(real, mode, **encoding) as f:  # type: ignore[call-overload]
+                return int(fn(f))
+        partial = f"{real}.partial"
+        try:
+            with open(partial, mode, **encoding) as f:  # type: ignore[call-overload]
+                n = fn(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, real)
+            return int(n)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            raise
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        # a failed write or close names no file (ENOSPC, EPIPE): name the option's
+        raise OSError(exc.errno, exc.strerror, f"{option} {path}") from None
+
+
+def write_out(option: str, path: Path, data: bytes) -> None:
+    """A local file an option names (--plan-out, --chart), all at once: :func:`write_local`."""
+    write_local(option, path, "wb", lambda f: f.write(data))
 
 
 def fail(fmt: Format, message: str, kind: str) -> NoReturn:

@@ -80,7 +80,7 @@ def carry_out(
     (``add --apply to <apply_does>``; none with ``quiet``). Returns the run id (None when nothing was applied)."""
     plan = dataclasses.replace(plan, aims_at_restart=aims_at_restart)  # `apply PLAN` judges its result the same way
     if plan_out is not None:
-        write_out(plan_out, plan.dumps().encode())
+        write_out("--plan-out", plan_out, plan.dumps().encode())
     run_id = None
     verdict = before = None
     if do_apply and not plan.empty:

@@ -33,10 +33,12 @@ from ckptfix.cli.common import (
     err,
     fail,
     note,
+    os_error_text,
     out,
     schema_options,
     stdout_gone,
     storage_options,
+    write_local,
 )
 from ckptfix.errors import CkptfixError, FormatError, UsageError
 from ckptfix.render import jsonout, text
@@ -118,7 +120,7 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T], hint: Callable[[CkptfixErr
         then = hint(exc) if hint is not None else None
         _fail_rows(fmt, f"{exc}; {then}" if then else str(exc), type(exc).__name__)
     except OSError as exc:
-        _fail_rows(fmt, str(exc) or type(exc).__name__, type(exc).__name__)
+        _fail_rows(fmt, os_error_text(exc), type(exc).__name__)
     except KeyboardInterrupt:
         _fail_rows(fmt, "interrupted", "Interrupted")
 
@@ -244,26 +246,7 @@ def _rows_to(stream: IO[str], read: Any, fmt: DataFormat) -> int:
 
 
 def _to_file(path: str, mode: str, fn: Callable[[Any], int]) -> int:
-    """Write to ``<path>.partial`` and rename at the end: a failed read leaves no half file."""
-    if os.path.isdir(path):
-        raise UsageError(f"--out {path}: expected a file name, found a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"--out {path}: expected an existing directory to write into, found no {parent}")
-    partial = f"{path}.partial"
-    try:
-        if "b" in mode:
-            with open(partial, "wb") as fb:
-                n = fn(fb)
-        else:
-            with open(partial, "w", encoding="utf-8", newline="") as ft:
-                n = fn(ft)
-        os.replace(partial, path)
-        return n
-    except BaseException:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise
+    return write_local("--out", path, mode, fn)
 
 
 def _summary(read: Any, n: int, what: str, quiet: bool) -> None:

@@ -334,3 +334,53 @@ def test_a_missing_from_snapshot_names_the_ones_there() -> None:
     res = run("state", "read", str(sample), "--from-snapshot", "4")
     assert res.exit_code == 2
     assert "has snapshots of versions 3, 6, 9, 12 (--from-snapshot 2, 5, 8, 11)" in res.stderr, res.stderr
+
+
+def test_out_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    """--out renames a finished temp file over a regular file; a symbolic link is followed first, so the link stays a
+    link (a new user's --out into a linked folder replaced the link with a regular file)."""
+    target = tmp_path / "target.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    res = run("state", "read", HDFS, "--version", "2", "--out", str(link))
+    assert res.exit_code == 0, res.stderr
+    assert link.is_symlink() and link.resolve() == target
+    rows = [json.loads(line) for line in target.read_text().splitlines()]
+    assert rows and "old" not in target.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "target.jsonl"]
+
+
+def test_out_to_a_fifo_streams_into_it(tmp_path: Path) -> None:
+    """A FIFO (or /dev/stdout) is written in place: renaming over it would replace it with a regular file and the
+    reader at its other end would get nothing."""
+    import os
+    import threading
+
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    res = run("state", "read", HDFS, "--version", "2", "--out", str(fifo))
+    reader.join(30)
+    assert res.exit_code == 0, res.stderr
+    assert fifo.is_fifo()
+    lines = got[0].decode().splitlines()
+    assert lines and all(json.loads(line) for line in lines)
+    assert len(lines) == len(run("state", "read", HDFS, "--version", "2").stdout.splitlines())
+
+
+def test_out_to_a_full_device_is_one_error_line() -> None:
+    """/dev/full refuses every write (ENOSPC): exit 2, and the device node is still a device."""
+    import os
+    import stat
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    from tests.support.cli import run_cli
+
+    res = run_cli("state", "read", HDFS, "--version", "2", "--out", "/dev/full")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and "/dev/full" in res.stderr, res.stderr
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
