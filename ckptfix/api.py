@@ -54,6 +54,10 @@ def _apply(
     """Carry ``plan`` out on ``url`` through the repair engine (backup in ``backup_url`` or the default)."""
     from ckptfix.repair import engine
 
+    if isinstance(idle_seconds, bool) or not isinstance(idle_seconds, (int, float)) or not idle_seconds >= 0:
+        # the CLI's --idle-seconds refuses a negative number too
+        raise UsageError(f"apply: idle_seconds: expected a number of seconds >= 0, found {idle_seconds!r}")
+
     backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
     return engine.apply(plan, Location(url, opts), backup, force=force, idle_seconds=idle_seconds, progress=progress)
 
@@ -74,6 +78,8 @@ def check_session_conf(conf: Mapping[str, str], label: str = "session_conf") -> 
     """``conf`` with the values of :data:`CHECKED_CONFS` as Spark reads them (trimmed; ``" 8"`` is ``"8"``,
     ``"TRUE"`` is ``"true"``); a value Spark refuses for one of them raises :class:`UsageError` naming ``label``
     (``--conf`` in the CLI), the key, what Spark accepts and what was found. Other keys pass as they are."""
+    if not isinstance(conf, Mapping):
+        raise UsageError(f"{label}: expected a mapping of conf keys to values, found {conf!r}")
     checked = dict(conf)
     for key, value in conf.items():
         if key not in CHECKED_CONFS:
@@ -157,12 +163,51 @@ def open_checkpoint(url: PathLike, storage_options: Mapping[str, Any] | None = N
     return Checkpoint.open(os.fspath(url), storage_options)
 
 
+#: the types :func:`read_state` / the state plans take for their ``**options`` (an int is not a bool)
+_OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("version", "partition", "from_snapshot"), (int,)),
+    **dict.fromkeys(("store_name", "join_side", "state_var", "target_spark"), (str,)),
+    **dict.fromkeys(("timers", "flatten", "force_schema"), (bool,)),
+}
+
+
+def _checked_options(fn: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of ``fn`` with their types checked (a ``"1"`` for ``partition`` failed deep inside, or read as no
+    such partition "1" while naming partitions 0..1); ``key_schema`` / ``value_schema`` may be DDL text, as on the
+    command line, or a :class:`ckptfix.formats.unsaferow.StructType`."""
+    from ckptfix.formats import ddl
+    from ckptfix.formats.unsaferow import StructType
+
+    out = dict(options)
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name in ("key_schema", "value_schema"):
+            if isinstance(value, str):
+                out[name] = ddl.parse_ddl(value, name)
+            elif not isinstance(value, StructType):
+                raise UsageError(f"{fn}: {name}: expected DDL text or a StructType, found {value!r}")
+            continue
+        types = _OPTION_TYPES.get(name)
+        if types is None:
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            raise UsageError(f"{fn}: {name}: expected {' or '.join(t.__name__ for t in types)}, found {value!r}")
+    return out
+
+
 def _url_and_ckpt(
     ckpt_or_url: Checkpoint | PathLike, storage_options: Mapping[str, Any] | None
 ) -> tuple[str, Checkpoint, dict[str, Any]]:
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise UsageError(f"storage_options: expected a mapping (fsspec keywords), found {storage_options!r}")
+    if not isinstance(ckpt_or_url, (Checkpoint, str, os.PathLike)):
+        raise UsageError(f"expected a checkpoint URL, a path or a Checkpoint, found {ckpt_or_url!r}")
+    if not isinstance(ckpt_or_url, Checkpoint) and not isinstance(os.fspath(ckpt_or_url), str):
+        raise UsageError(f"expected a checkpoint URL or path as text, found {ckpt_or_url!r}")
     if isinstance(ckpt_or_url, Checkpoint):
         loc = ckpt_or_url.location
-        return loc.url, ckpt_or_url, dict(storage_options or loc.storage_options)
+        return loc.url, ckpt_or_url.fresh(), dict(storage_options or loc.storage_options)
     url = os.fspath(ckpt_or_url)
     return url, Checkpoint.open(url, storage_options), dict(storage_options or {})
 
@@ -345,6 +390,7 @@ def plan_state_delete(
     ``key_schema``/``value_schema`` (StructType), ``force_schema``, ``target_spark``."""
     from ckptfix.repair.surgery import plan_state_delete as make_plan
 
+    options = _checked_options("plan_state_delete", options)
     url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
     result = make_plan(ckpt, operator=operator, keys_file=keys_file, where=where, storage_options=opts, **options)
     return StatePlan(result.plan, url, opts, result.not_found)
@@ -363,6 +409,7 @@ def plan_state_put(
     Parquet), checked against the stored schemas, into the state the restart loads."""
     from ckptfix.repair.surgery import plan_state_put as make_plan
 
+    options = _checked_options("plan_state_put", options)
     url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
     result = make_plan(ckpt, operator=operator, rows_file=rows_file, storage_options=opts, **options)
     return StatePlan(result.plan, url, opts)
@@ -568,6 +615,7 @@ def read_state(
     unknown = sorted(set(options) - READ_OPTIONS)
     if unknown:
         raise UsageError(f"read_state: expected keywords among {', '.join(sorted(READ_OPTIONS))}, found {unknown[0]!r}")
+    options = _checked_options("read_state", options)
     _, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
     flatten = options.pop("flatten", True)
     read = run_read(ckpt, flatten=flatten, operator=operator, batch=batch, storage_options=opts, **options)

@@ -257,10 +257,21 @@ def _did_you_mean(location: Location, entries: Mapping[str, Entry], marks: set[s
     return ""
 
 
+#: how many times ckptfix itself changed the checkpoint at each URL in this process (an apply, resume or undo):
+#: a handle listed before a later change re-lists itself when the API is given it again (:meth:`Checkpoint.fresh`)
+_WRITES: dict[str, int] = {}
+
+
+def mark_written(url: str) -> None:
+    """Note that this process changed the checkpoint at ``url`` (a :class:`Location`'s ``url``)."""
+    _WRITES[url] = _WRITES.get(url, 0) + 1
+
+
 class Checkpoint:
     """A streaming checkpoint, listed once."""
 
     def __init__(self, location: Location, entries: dict[str, Entry]) -> None:
+        self._listed_at = _WRITES.get(location.url, 0)
         self.location = location
         self.entries = entries
         meta = entries.get(layout.METADATA)
@@ -286,6 +297,15 @@ class Checkpoint:
             found = "an empty directory" if not top else "entries " + ", ".join(sorted(top)[:5])
             raise NotACheckpoint(location.url, found + _did_you_mean(location, entries, marks))
         return cls(location, entries)
+
+    def fresh(self) -> Checkpoint:
+        """This handle, listed again first when ckptfix changed the checkpoint since it was listed (a plan applied
+        or undone in this process: a new user's ``plan.apply()`` then ``read_state(ckpt)`` read the old listing,
+        a deleted key came back and a rewritten zip's SSTs looked missing). Changes by others (a running query)
+        are not seen: open the checkpoint again for those."""
+        if _WRITES.get(self.location.url, 0) != self._listed_at:
+            self.__init__(self.location, self.location.list_tree())  # type: ignore[misc]
+        return self
 
     @property
     def last_batch(self) -> int | None:

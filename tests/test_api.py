@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -343,3 +344,65 @@ def test_a_handle_read_after_its_checkpoint_changed_says_so(tmp_path: Path) -> N
     (copy / "commits" / "11").unlink()
     with pytest.raises(FileNotFoundError, match=r"the checkpoint changed since; open it again"):
         ckptfix.audit(handle)
+
+
+@pytest.mark.parametrize("fixture", ["rocksdb", "hdfs"])
+def test_a_handle_given_again_after_apply_or_undo_sees_the_change(tmp_path: Path, fixture: str) -> None:
+    """New-user trial of 2026-11-28: ``plan_state_delete(ck, ...).apply()`` then ``read_state(ck)`` read the listing
+    made before the apply: on RocksDB the rewritten zip's SSTs "did not exist" (FormatError), on HDFS the deleted key
+    came back, silently. A handle re-lists itself once ckptfix changed its checkpoint (apply, undo)."""
+    import tarfile
+
+    copy = tmp_path / "ck"
+    if fixture == "rocksdb":
+        shutil.copytree(ROOT / "samples" / "rocksdb-changelog", copy)
+        where, gone = "key = 2", {"key": 2}
+    else:  # written by Spark 4.3.0: keys k0..k5, one (string) key column
+        with tarfile.open(ROOT / "tests" / "fixtures" / "spark-4.3.0" / "agg_hdfs.tar.gz") as tar:
+            tar.extractall(tmp_path, filter="data")
+        (tmp_path / "ckpt").rename(copy)
+        where, gone = "key = 'k4'", {"key": "k4"}
+    ck = ckptfix.open_checkpoint(copy)
+    before = ckptfix.read_state(ck).to_pylist()
+    assert any(r["key"] == gone for r in before)
+    run = ckptfix.plan_state_delete(ck, where=where).apply(idle_seconds=0)
+    after = ckptfix.read_state(ck).to_pylist()
+    assert sorted(map(repr, after)) == sorted(repr(r) for r in before if r["key"] != gone)
+    assert after == ckptfix.read_state(copy).to_pylist()  # what a new handle reads
+    ckptfix.undo(ck, run)
+    assert sorted(map(repr, ckptfix.read_state(ck).to_pylist())) == sorted(map(repr, before))
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda s: ckptfix.read_state(s, partition="1"), "read_state: partition: expected int, found '1'"),
+        (lambda s: ckptfix.read_state(s, version="5"), "read_state: version: expected int, found '5'"),
+        (lambda s: ckptfix.read_state(s, from_snapshot=True), "read_state: from_snapshot: expected int, found True"),
+        (lambda s: ckptfix.read_state(s, key_schema=3), "read_state: key_schema: expected DDL text or a StructType"),
+        (lambda s: ckptfix.read_state(s, flatten="no"), "read_state: flatten: expected bool, found 'no'"),
+        (lambda s: ckptfix.audit(s, session_conf=["a=b"]), "session_conf: expected a mapping"),
+        (lambda s: ckptfix.audit(s, storage_options="anon"), "storage_options: expected a mapping"),
+        (lambda s: ckptfix.audit(str(s).encode()), "expected a checkpoint URL, a path or a Checkpoint"),
+        (lambda s: ckptfix.plan_state_delete(s, where="key = 2").apply(idle_seconds="0"), "idle_seconds: expected"),
+        (lambda s: ckptfix.plan_state_delete(s, where="key = 2").apply(idle_seconds=-5), "idle_seconds: expected"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_a_usage_error_naming_it(tmp_path: Path, call: Any, said: str) -> None:
+    """New-user trial of 2026-11-28: these raised TypeError/AttributeError/ValueError from deep inside, or (partition
+    "1") "no such partition 1 (has 0..1)"; an apply with idle_seconds=-5 ran, where the CLI refuses -5."""
+    copy = tmp_path / "ck"
+    shutil.copytree(ROOT / "samples" / "rocksdb-changelog", copy)
+    with pytest.raises(UsageError) as exc:
+        call(copy)
+    assert said in str(exc.value)
+    assert not (copy / "_ckptfix").exists()  # nothing applied
+
+
+def test_a_schema_option_may_be_ddl_text_and_is_checked_against_the_stored_one() -> None:
+    """key_schema="key INT" raised AttributeError ('str' object has no attribute 'json_value'): DDL text is parsed as
+    on the command line, and a schema that disagrees with the stored one is refused, as `--key-schema` is."""
+    sample = ROOT / "samples" / "rocksdb-changelog"
+    assert ckptfix.read_state(sample, key_schema="key BIGINT").num_rows == ckptfix.read_state(sample).num_rows
+    with pytest.raises(UsageError, match=r"does not match the schema stored in .*struct<key:bigint>"):
+        ckptfix.read_state(sample, key_schema="key INT")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ckptfix.checkpoint import Checkpoint
+from ckptfix.checkpoint import Checkpoint, mark_written
 from ckptfix.errors import (
     BackupError,
     CkptfixError,
@@ -583,8 +583,18 @@ def apply(
     if not force:
         check_idle(ckpt, plan, idle_seconds, own_writes(backup))
     check_preconditions(ckpt, plan, current_states(ckpt, plan.actions))  # refuse before creating anything
-    with locked(backup, "apply"):
+    with locked(backup, "apply"), _changes(ckpt):
         return _apply(plan, ckpt, backup, say)
+
+
+@contextmanager
+def _changes(ckpt: Location) -> Iterator[None]:
+    """Around a run that writes the checkpoint: afterwards (also after a failure part-way) the API re-lists a
+    handle listed before it (:meth:`ckptfix.checkpoint.Checkpoint.fresh`)."""
+    try:
+        yield
+    finally:
+        mark_written(ckpt.url)
 
 
 def _same_actions(a: Plan, b: Plan) -> bool:
@@ -806,7 +816,7 @@ def driver_run(runs: Runs, run_id: str, plan: Plan, ckpt: Location, verb: str) -
 def resume(ckpt: Location, backup: Location, run_id: str | None = None, progress: ProgressLike = None) -> str:
     """Finish an interrupted apply (its stray temp files removed first)."""
     _any_run(ckpt, backup, "to resume")
-    with locked(backup, "apply --resume"):
+    with locked(backup, "apply --resume"), _changes(ckpt):
         return _resume(ckpt, backup, run_id, progress_of(progress).step)
 
 
@@ -865,7 +875,7 @@ def undo(
     """Restore every file a run touched, byte for byte, after checking it still holds what
     the run wrote (or is still untouched). Nothing changes if any check fails."""
     _any_run(ckpt, backup, "to undo")
-    with locked(backup, "undo"):
+    with locked(backup, "undo"), _changes(ckpt):
         return _undo(ckpt, backup, run_id, progress_of(progress).step, force, idle_seconds)
 
 

@@ -111,6 +111,11 @@ def check_destination(dest: Location, src: Location) -> None:
     """DEST must be new or empty, and not the checkpoint itself."""
     if src.url.rstrip("/") == dest.url.rstrip("/"):
         raise UsageError("--into: expected a destination other than the checkpoint itself")
+    if dest.url.startswith(src.url.rstrip("/") + "/"):
+        # the copy would copy itself: it changed while it was copied, and the half copy stayed (new-user trial)
+        raise UsageError(
+            f"--into {dest.url}: expected a destination outside the checkpoint {src.url}, found one inside it"
+        )
     try:
         existing = dest.list_tree()
     except FileNotFoundError:

@@ -239,6 +239,19 @@ def test_into_refuses_a_non_empty_destination(tmp_path: Path) -> None:
     assert sorted(p.name for p in dest.iterdir()) == ["something"]
 
 
+def test_into_refuses_a_destination_inside_the_checkpoint(tmp_path: Path) -> None:
+    """New-user trial of 2026-11-28: --into CKPT/inner copied the checkpoint into itself, failed ("changed while it
+    was copied") and left 135 files behind, which made the next try fail too. Refused before anything is written."""
+    ckpt = extract("agg_hdfs", tmp_path / "src")
+    before = sorted(p.relative_to(ckpt).as_posix() for p in ckpt.rglob("*"))
+    result = CliRunner().invoke(
+        app, ["rollback", str(ckpt), "--to-batch", "3", "--into", str(ckpt / "inner"), "--apply", "--idle-seconds", "0"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "expected a destination outside the checkpoint" in result.stderr
+    assert sorted(p.relative_to(ckpt).as_posix() for p in ckpt.rglob("*")) == before
+
+
 # -- checkpoint format v2 (hand-assembled around the Spark 4.3 state files of formats/rocksdb_v2) --
 V2_IDS = {  # version -> the unique id of its files in formats/rocksdb_v2/state/0/0
     1: "cf0f4d34-a0bd-4de6-bf4d-2e62756098f3",
