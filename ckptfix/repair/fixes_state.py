@@ -33,8 +33,9 @@ def _store_of(fc: FixContext, finding: Finding) -> StoreDir:
 
 @fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-SST-CORRUPT", "STATE-CHECKSUM-MISMATCH")
 def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
-    from ckptfix.repair.rebuild import RULE, any_kind, rebuild_store
+    from ckptfix.repair.rebuild import RULE, rebuild_store
     from ckptfix.state.read import select
+    from ckptfix.state.schemas import any_kind
 
     N = fc.audit.state_version
     if not N:

@@ -32,6 +32,7 @@ from ckptfix.formats.statefile import Record
 from ckptfix.repair.builder import PlanBuilder
 from ckptfix.repair.plan import Plan
 from ckptfix.state.read import Selection, select, store_chain
+from ckptfix.state.schemas import any_kind
 from ckptfix.stores import chain as chains
 from ckptfix.stores import records
 
@@ -200,13 +201,6 @@ def plan_rebuild(
     notes = [f"{s.store}: from {s.chain}, {s.keys} keys" for s in stores]
     notes += [f"skipped unreadable {bad}" for s in stores for bad in s.skipped]
     return RebuildResult(builder.build(fix, [RULE], effects, notes, aims_at_restart=False), n, stores)
-
-
-def any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
-    from ckptfix.state.schemas import operator_info
-
-    info = operator_info(ckpt, ckpt.state.operators[op_id])
-    return {"state_var": next(iter(info.column_families))} if info.is_tws else {}
 
 
 def rebuild_store(

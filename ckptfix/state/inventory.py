@@ -15,7 +15,7 @@ from typing import Any
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
 from ckptfix.state.read import select, store_chain
-from ckptfix.state.schemas import recorded_partitions
+from ckptfix.state.schemas import any_kind, recorded_partitions
 from ckptfix.stores import chain as chains
 from ckptfix.stores import rocks, verify
 
@@ -131,7 +131,7 @@ def list_state(
                 )
                 or 1
             )
-        sel = select(ckpt, store_name="default", whole=False, **_probe(ckpt, op_id), **kwargs)
+        sel = select(ckpt, store_name="default", whole=False, **any_kind(ckpt, op_id), **kwargs)
         n = recorded_partitions(ckpt, op, sel.conf)
         status = OperatorStatus(
             op_id,
@@ -153,16 +153,6 @@ def list_state(
                 status.partitions.append(_store_status(sel, store, verify))
         listing.operators.append(status)
     return listing
-
-
-def _probe(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
-    """Options that let :func:`select` accept any operator kind (we list, not read rows)."""
-    from ckptfix.state.schemas import operator_info
-
-    info = operator_info(ckpt, ckpt.state.operators[op_id])
-    if info.is_tws:
-        return {"state_var": next(iter(info.column_families))}
-    return {}
 
 
 def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:

@@ -190,7 +190,7 @@ def select(
                 "or its state/ directory is gone"
             )
         raise UsageError(f"--operator {operator}: no such operator in {ckpt.display('state')} (has {found})")
-    info = operator_info(ckpt, op, batch)
+    info = operator_info(ckpt, op, batch, damaged_metadata_ok=True)
     if join_side is not None:
         if join_side not in JOIN_SIDES:
             raise UsageError(f"--join-side: expected one of left, right, found {join_side!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, OperatorDir
@@ -85,14 +86,27 @@ class OperatorInfo:
         return bool(self.column_families)
 
 
-def operator_info(ckpt: Checkpoint, op: OperatorDir, batch: int | None = None) -> OperatorInfo:
+def operator_info(
+    ckpt: Checkpoint, op: OperatorDir, batch: int | None = None, *, damaged_metadata_ok: bool = False
+) -> OperatorInfo:
+    """What ``op`` is: its operator metadata (v2 of ``batch``, else v1) and transformWithState's schema file.
+    ``damaged_metadata_ok`` (reading state): an operator metadata file that does not parse is passed over, as if
+    absent (a checkpoint of Spark 3.5 has none): the store directories and schema files say the rest. Spark
+    rewrites a damaged v1 file at the next batch and restarts (the audit's STATE-OPERATOR-METADATA-UNREADABLE is a
+    warning); a new user's `state read` refused the state for it."""
     info = OperatorInfo(op.operator, stores=op.store_names or ["default"])
     meta_rel = op.metadata_v1
     if op.metadata_v2:
         eligible = [b for b in op.metadata_v2 if batch is None or b <= batch] or list(op.metadata_v2)
         meta_rel = op.metadata_v2[max(eligible)]
+    meta = None
     if meta_rel is not None:
-        meta = opmeta.parse(ckpt.read(meta_rel), ckpt.display(meta_rel))
+        try:
+            meta = opmeta.parse(ckpt.read(meta_rel), ckpt.display(meta_rel))
+        except FormatError:
+            if not damaged_metadata_ok:
+                raise
+    if meta is not None:
         info.name = meta.operator_name
         if meta.stores:
             info.stores = [s.store_name for s in meta.stores]
@@ -112,6 +126,13 @@ def operator_info(ckpt: Checkpoint, op: OperatorDir, batch: int | None = None) -
     if op.state_schema:
         _load_v3(ckpt, op, batch, info)
     return info
+
+
+def any_kind(ckpt: Checkpoint, op_id: int) -> dict[str, Any]:
+    """The selection options that let state selection accept operator ``op_id`` whatever its kind, for the jobs
+    that go over every store (listing, rebuilding) rather than read one: transformWithState's first variable."""
+    info = operator_info(ckpt, ckpt.state.operators[op_id], damaged_metadata_ok=True)
+    return {"state_var": next(iter(info.column_families))} if info.is_tws else {}
 
 
 #: Spark's shortName of each stateful operator (StatefulOperatorsUtils, 4.x), as operator metadata records it
