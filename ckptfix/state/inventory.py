@@ -142,11 +142,14 @@ def list_state(
             sorted(sel.info.column_families),
         )
         for part in range(n) if n is not None else sorted(op.partitions):
-            if part not in op.partitions:  # Spark loads it at the restart and fails
+            if not op.partitions.get(part):  # Spark loads it at the restart and fails
+                rel = f"{op.rel}/{part}"
+                entry = ckpt.entries.get(rel)
+                what = (
+                    "is missing" if entry is None else "is a file, not a directory" if not entry.is_dir else "is empty"
+                )
                 status.partitions.append(
-                    StoreStatus(
-                        part, "default", [], [], latest, problem=f"{ckpt.display(f'{op.rel}/{part}')} is missing"
-                    )
+                    StoreStatus(part, "default", [], [], latest, problem=f"{ckpt.display(rel)} {what}")
                 )
                 continue
             for _name, store in sorted(op.partitions[part].items()):

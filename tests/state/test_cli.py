@@ -402,3 +402,15 @@ def test_a_damaged_operator_metadata_file_does_not_block_the_state(tmp_path: Pat
     listing = run("state", "ls", str(ckpt))
     assert listing.exit_code == 0 and "loadable" in listing.stdout, listing.stderr
     assert run("state", "rebuild", str(ckpt)).exit_code == 0
+
+
+def test_a_file_where_a_partition_directory_belongs_is_listed_as_such(tmp_path: Path) -> None:
+    """New-user trial of 2026-11-28: with state/0/1 a file, `state ls --verify` said "2 partitions", listed partition
+    0 only and exited 0."""
+    ckpt = tmp_path / "c"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog", ckpt)
+    shutil.rmtree(ckpt / "state/0/1")
+    (ckpt / "state/0/1").write_text("x\\n")
+    res = run("state", "ls", str(ckpt), "--verify")
+    assert res.exit_code == 1, res.output
+    assert "partition 1: loadable none; CANNOT LOAD:" in res.stdout and "0/1 is a file, not a directory" in res.stdout
