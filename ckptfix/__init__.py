@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         plan_state_delete,
         plan_state_put,
         read_state,
+        resume,
         undo,
     )
     from ckptfix.errors import CkptfixError
@@ -46,6 +47,7 @@ __all__ = [
     "plan_state_delete",
     "plan_state_put",
     "read_state",
+    "resume",
     "undo",
 ]
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import UsageError
+from ckptfix.errors import FormatError, UsageError
 from ckptfix.progress import ProgressLike
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.storage import Location
@@ -116,6 +116,11 @@ READ_OPTIONS = frozenset(
 _EXTRA_KEYWORDS = {"read_state": READ_OPTIONS}
 
 
+OPTION = r"(?<![\w-])--([a-z][a-z0-9-]*)"
+#: CLI options whose API keyword is spelled otherwise (``--store`` is ``store_name=``)
+_KEYWORD_OF_OPTION = {"store": "store_name", "keys": "keys_file", "rows": "rows_file", "sink": "sink_path"}
+
+
 def _python_names(fn: _F) -> _F:
     """An API function whose usage errors name its own parameters: the shared checks speak the CLI's language
     (``--target-spark: expected one of ...``); called from Python, the same error names ``target_spark``. An option
@@ -135,6 +140,7 @@ def _python_names(fn: _F) -> _F:
 
     def python_name(m: re.Match[str]) -> str:
         name = m.group(1).replace("-", "_")
+        name = _KEYWORD_OF_OPTION.get(name, name)
         return name if name in params else m.group(0)
 
     @functools.wraps(fn)
@@ -150,10 +156,15 @@ def _python_names(fn: _F) -> _F:
             return fn(*args, **kwargs)
         except UsageError as exc:
             text = str(exc)
-            renamed = re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", python_name, text)
+            renamed = re.sub(OPTION, python_name, text)
             if renamed == text:
                 raise
             raise UsageError(renamed) from None
+        except FormatError as exc:  # a file that is not there may say which values an option takes
+            expected = re.sub(OPTION, python_name, exc.expected)
+            if expected == exc.expected or type(exc) is not FormatError:
+                raise
+            raise FormatError(exc.path, exc.offset, expected, exc.found, exc.kind) from None
 
     return cast(_F, wrapper)
 
@@ -536,6 +547,26 @@ def undo(
     backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
     engine.runs_home(url, backup, opts)
     return engine.undo(Location(url, opts), backup, run_id, progress, force=force, idle_seconds=idle_seconds)
+
+
+@_python_names
+def resume(
+    ckpt_or_url: Checkpoint | PathLike,
+    run_id: str | None = None,
+    *,
+    backup_url: PathLike | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: ProgressLike = None,
+) -> str:
+    """``ckptfix apply --resume``: finish run ``run_id`` (default: the interrupted one) that stopped part way, as
+    :class:`~ckptfix.errors.RunInterrupted` says (its ``run_id``); returns the run id. ``backup_url`` as for
+    :func:`undo`."""
+    from ckptfix.repair import engine
+
+    url, opts = _url_of(ckpt_or_url, storage_options)
+    backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
+    engine.runs_home(url, backup, opts)
+    return engine.resume(Location(url, opts), backup, run_id, progress)
 
 
 @_python_names

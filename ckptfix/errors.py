@@ -121,7 +121,14 @@ class LiveQuery(CkptfixError):
 
 
 class RunInterrupted(CkptfixError):
-    """A run failed after it changed files: the checkpoint holds part of the plan; resume or undo it."""
+    """A run failed after it changed files: the checkpoint holds part of the plan; resume or undo it
+    (``ckptfix.resume(checkpoint, run_id)`` / ``ckptfix.undo(checkpoint, run_id)``). ``run_id`` and ``checkpoint``
+    (its URL) say which; None where the message is about a run other than the one asked for."""
+
+    def __init__(self, message: str, run_id: str | None = None, checkpoint: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.checkpoint = checkpoint
 
 
 class BackupError(CkptfixError):

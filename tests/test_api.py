@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 import ckptfix
 from ckptfix.cli.main import app
-from ckptfix.errors import NotACheckpoint, UsageError
+from ckptfix.errors import CkptfixError, FormatError, NotACheckpoint, UsageError
 from tests.state.test_state35 import assert_same, extract, got_rows, load, want_rows
 from tests.support.cli import run_cli
 
@@ -311,13 +311,16 @@ def test_usage_errors_name_the_python_parameter_not_the_cli_option() -> None:
         ({"version": 0}, "version: expected at least 1"),
         ({"batch": 3, "version": 4}, "give batch or version, not both"),
         ({"partition": 5}, "partition 5: no such partition"),
+        ({"store_name": "bogus"}, "store_name bogus: no such store"),  # the CLI's --store
+        ({"from_snapshot": 3}, "(of batches 2, 5, 8, 11, the values from_snapshot takes)"),  # a FormatError
     ],
 )
 def test_read_state_options_are_named_as_keywords(options: dict[str, int], said: str) -> None:
     """New-user trial: ``read_state(version=0)`` said ``--version: ...``; its ``**options`` are keywords too."""
-    with pytest.raises(UsageError) as refused:
+    with pytest.raises(CkptfixError) as refused:
         ckptfix.read_state(ROOT / "samples" / "rocksdb-changelog", **options)
-    assert str(refused.value).startswith(said) and "--" not in str(refused.value), refused.value
+    assert said in str(refused.value) and "--" not in str(refused.value), refused.value
+    assert isinstance(refused.value, FormatError if "from_snapshot" in options else UsageError)
 
 
 @pytest.mark.parametrize("to_batch", ["5", 5.0, True, None])
@@ -406,3 +409,36 @@ def test_a_schema_option_may_be_ddl_text_and_is_checked_against_the_stored_one()
     assert ckptfix.read_state(sample, key_schema="key BIGINT").num_rows == ckptfix.read_state(sample).num_rows
     with pytest.raises(UsageError, match=r"does not match the schema stored in .*struct<key:bigint>"):
         ckptfix.read_state(sample, key_schema="key INT")
+
+
+def test_an_interrupted_run_is_named_by_the_error_and_resumed_from_python(tmp_path: Path) -> None:
+    """New-user trial of 2026-11-28: RunInterrupted carried its run id in its message only, and the API had no form
+    of `apply --resume`. A rollback killed after its third durable write; the next plan's apply names the run
+    (``run_id``, ``checkpoint``), ``ckptfix.resume`` finishes it, ``ckptfix.undo`` restores every byte."""
+    from ckptfix.errors import RunInterrupted
+
+    copy = tmp_path / "ck"
+    shutil.copytree(ROOT / "samples" / "rocksdb-changelog", copy)
+    before = _tree(copy)
+    killed = run_cli("rollback", str(copy), "--to-batch", "8", "--apply", "--force", crash_after=3)
+    assert killed.returncode != 0
+    with pytest.raises(RunInterrupted) as stopped:
+        ckptfix.plan_rollback(copy, 5).apply(force=True)
+    run_id = stopped.value.run_id
+    assert (
+        run_id
+        and run_id in str(stopped.value)
+        and stopped.value.checkpoint == ckptfix.open_checkpoint(copy).location.url
+    )
+    assert ckptfix.resume(copy, run_id) == run_id
+    assert ckptfix.open_checkpoint(copy).last_batch == 8
+    ckptfix.undo(copy, run_id, force=True)
+    assert _tree(copy) == before
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and "_ckptfix" not in p.parts
+    }

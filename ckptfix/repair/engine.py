@@ -643,7 +643,9 @@ def check_no_pending_run(ckpt: Location, backup: Location) -> None:
             )
         raise RunInterrupted(
             f"{ckpt.url}: expected no interrupted ckptfix run, found run {run_id} ({info.fix}) stopped part way: "
-            f"{how}; then run this command again"
+            f"{how}; then run this command again",
+            run_id,
+            ckpt.url,
         )
 
 
@@ -681,7 +683,9 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
         what = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
         raise RunInterrupted(
             f"{what}; run {run_id} stopped part way, its journal and backups are kept: "
-            f"`ckptfix apply --resume {ckpt.url}` finishes it, `ckptfix undo {ckpt.url} {run_id}` restores every file"
+            f"`ckptfix apply --resume {ckpt.url}` finishes it, `ckptfix undo {ckpt.url} {run_id}` restores every file",
+            run_id,
+            ckpt.url,
         ) from exc
     runs.journal(run_id, "complete")
     return run_id

@@ -161,7 +161,7 @@ def plan(
                 there = (
                     "; this partition has snapshots of versions "
                     + ", ".join(str(v) for v in have)
-                    + f" (--from-snapshot {', '.join(str(v - 1) for v in have)})"
+                    + f" (of batches {', '.join(str(v - 1) for v in have)}, the values --from-snapshot takes)"
                     if have
                     else "; this partition has no snapshot"
                 )
