@@ -403,14 +403,17 @@ class Checkpoint:
 
     def state_format_v2(self) -> bool:
         """State checkpoint format v2 (``checkpointFormatVersion`` 2): its state file names carry unique ids
-        (``N_<uuid>.zip``), from the listing alone."""
-        return any(
-            uid
+        (``N_<uuid>.zip``), from the listing alone; most of them, when both kinds of name are there (a file copied
+        in from a checkpoint of the other format: damage hunt 8, H5, one ``N_<uuid>.changelog`` among the v1 files
+        of a v1 checkpoint, which the audit took for v2)."""
+        named = [
+            uid is not None
             for op in self.state.operators.values()
             for stores in op.partitions.values()
             for store in stores.values()
             for (_, _, uid) in store.files
-        )
+        ]
+        return 2 * sum(named) > len(named)
 
     def try_offset(self, batch_id: int) -> offsetlog.OffsetFile | None:
         try:

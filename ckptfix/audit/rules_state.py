@@ -137,6 +137,18 @@ V2_IDS_MISSING = define(
     "the batch before it (`ckptfix rollback CKPT --to-batch N`, with `--sink OUT --with-sink` when a file sink "
     "holds the batch): Spark runs the batch again.",
 )
+V2_NAME_IN_V1 = define(
+    "STATE-FILE-V2-NAME",
+    "error",
+    "A state file of a format-v1 checkpoint carries a format-v2 name",
+    "A checkpoint of state format v1 names its RocksDB files by version alone (`N.zip`, `N.changelog`); a file "
+    "named `N_<uuid>.zip` or `N_<uuid>.changelog` there is one copied in from a format-v2 checkpoint, or renamed by "
+    "hand. Spark loads the v1 way: it takes snapshot versions from every zip's name, and `N_<uuid>` is no number "
+    '(`NumberFormatException: For input string: "N_<uuid>"`, recorded: v1_newest_zip_renamed_v2); a changelog it '
+    "opens by its v1 name, so the renamed one is missing for it (STATE-CHAIN-INCOMPLETE names it).",
+    "Rename the file to its v1 name (`N.zip`; the id part dropped), or move it out of the checkpoint when a file of "
+    "that name is there already.",
+)
 STATE_TRAILING = define(
     "STATE-FILE-TRAILING-BYTES",
     "warning",
@@ -671,6 +683,51 @@ def _all_state_files(ctx: AuditContext) -> dict[tuple[str, int, str | None], str
         for store in stores.values()
         for key, rel in store.files.items()
     }
+
+
+@check
+def state_v2_names_in_v1(ctx: AuditContext) -> Iterator[Finding]:
+    """Zips with a unique id in their names in a checkpoint of format v1 (damage hunt 8, H5): the snapshot listing
+    of Spark's v1 load parses every zip name as a version. Changelogs with such names the chain rules see as
+    missing (:func:`ckptfix.stores.chain.plan` reads v1 names only where a store has them)."""
+    ck = ctx.ckpt
+    if ctx.state_version <= 0 or ck.state_format_v2():
+        return
+    for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
+        n, _ = expected_partitions(ctx, op)
+        for part, stores in sorted(op.partitions.items()):
+            if n is not None and part >= n:
+                continue  # never loaded
+            for _name, store in sorted(stores.items()):
+                named = sorted(rel for (kind, _, uid), rel in store.files.items() if kind == "zip" and uid)
+                if not named:
+                    continue
+                rel = named[0]
+                name = rel.rsplit("/", 1)[-1]
+                version = name.split("_", 1)[0]
+                there = f"{store.rel}/{version}.zip" in store.files.values()
+                yield V2_NAME_IN_V1.finding(
+                    f"{rel} has a format-v2 name in a checkpoint of format v1 (its other files are named by version "
+                    f"alone): Spark takes snapshot versions from zip names, and {name.removesuffix('.zip')} is no "
+                    "number",
+                    [Evidence(ck.display(rel), expected=f"{version}.zip", found=name)]
+                    + [Evidence(ck.display(r), note="also v2-named") for r in named[1:4]],
+                    fix=(
+                        f"Move {rel} out of the checkpoint: {version}.zip is there"
+                        if there
+                        else f"Rename {rel} to {store.rel}/{version}.zip"
+                    )
+                    + (
+                        f" (and likewise the {len(named) - 1} other v2-named zips of this store)"
+                        if len(named) > 1
+                        else ""
+                    ),
+                    spark_error=SparkError(
+                        "java.lang.NumberFormatException", None, f'For input string: "{name.removesuffix(".zip")}"'
+                    ),
+                    stage=64,
+                )
+                return  # the first store Spark loads fails the batch
 
 
 @check

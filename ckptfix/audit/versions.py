@@ -218,6 +218,7 @@ def features(ckpt: Checkpoint) -> tuple[Feature, ...]:
                 "4.0",
                 ckpt.commits.files[K],
             )
+    v2 = ckpt.state_format_v2()  # a v2-named file among v1 ones is a stray (STATE-FILE-V2-NAME), not the format
     for op in sorted(ckpt.state.operators.values(), key=lambda o: o.operator):
         if op.metadata_v1 is not None:
             add("opmeta-v1", "operator metadata state/<op>/_metadata/metadata", "4.0", op.metadata_v1)
@@ -228,7 +229,7 @@ def features(ckpt: Checkpoint) -> tuple[Feature, ...]:
         for _, stores in sorted(op.partitions.items()):
             for _, store in sorted(stores.items()):
                 uid = next((rel for (_, _, u), rel in sorted(store.files.items(), key=str) if u), None)
-                if uid is not None:
+                if uid is not None and v2:
                     add("state-uid", "state files named <version>_<uuid> (checkpoint format v2)", "4.0", uid)
                 if store.checksums:
                     add(

@@ -148,6 +148,14 @@ def plan(
     if unique_id is not None and from_snapshot is None:
         return _plan_v2(store, version, unique_id, exclude, read_lineage, reach_back)
     snap_kind, step_kind = SNAPSHOT_KIND[provider], STEP_KIND[provider]
+    # a v1 load opens N.<kind> by name: where the store has v1 names, a file with a unique id in its name is not
+    # one of them (damage hunt 8, H5: Spark failed on the 7.changelog that had been renamed 7_<uuid>.changelog);
+    # a store with only ids in its names is a v2 store read without its commit's ids: any file of a version will do
+    v1_names = any(uid is None for (_, _, uid) in store.files)
+
+    def named(entries: list[tuple[str | None, str]] | None) -> list[tuple[str | None, str]]:
+        return [e for e in entries or () if e[0] is None] if v1_names else list(entries or ())
+
     if from_snapshot is not None:
         if from_snapshot > version:
             raise FormatError(store.rel, 0, f"a snapshot version <= {version}", str(from_snapshot), kind="bad-version")
@@ -171,18 +179,22 @@ def plan(
         start = from_snapshot
     else:
         candidates = sorted(
-            (v for v, entries in store.versions(snap_kind).items() if v <= version and v not in exclude and entries),
+            (
+                v
+                for v, entries in store.versions(snap_kind).items()
+                if v <= version and v not in exclude and named(entries)
+            ),
             reverse=True,
         )
         start = candidates[0] if candidates else 0
         base = None
         if start:
-            uid = store.versions(snap_kind)[start][0][0]
+            uid = named(store.versions(snap_kind)[start])[0][0]
             base = Step(_rel(store, start, snap_kind, uid), snap_kind, start, uid)
     steps: list[Step] = []
     step_versions = store.versions(step_kind)
     for v in range(start + 1, version + 1):
-        entries = step_versions.get(v)
+        entries = named(step_versions.get(v))
         if not entries:
             rel = _rel(store, v, step_kind)
             base_text = base.name if base else "the empty state"

@@ -874,6 +874,23 @@ def _rocksdb_changelog_missing(ckpt: Path) -> None:
     raise SkipCase("no RocksDB changelog files")
 
 
+def _v1_file_renamed_v2(kind: str) -> Callable[[Path], None]:
+    """Checkpoint format v1 (RocksDB with changelog checkpointing): partition 0's newest ``<v>.<kind>`` renamed to
+    the v2 name ``<v>_<uuid>.<kind>`` (its .crc dropped), as a copy from a format-v2 checkpoint names it (damage
+    hunt 8, H5: the audit took the checkpoint for v2 and blamed the commit log)."""
+
+    def apply(ckpt: Path) -> None:
+        part = state_partitions(ckpt)[0]
+        have = versions_with(part, kind)
+        if not have:
+            raise SkipCase(f"no {kind} in partition 0")
+        path = part / f"{have[-1]}.{kind}"
+        crc_of(path).unlink(missing_ok=True)
+        path.rename(part / f"{have[-1]}_1b4c7d0e-9a55-4f3e-8e21-6d2f0c9b7a13.{kind}")
+
+    return apply
+
+
 def _zip_ssts(zip_path: Path) -> list[str]:
     with zipfile.ZipFile(zip_path) as zf:
         text = zf.read("metadata").decode()
@@ -1582,6 +1599,18 @@ _CASES = [
         _v2_newest_changelog("truncated"),
         "format v2: partition 0's newest changelog cut to half its size (both sidecars dropped)",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v1_newest_changelog_renamed_v2",
+        "agg_rocksdb_cl",
+        _v1_file_renamed_v2("changelog"),
+        "format v1: partition 0's newest changelog renamed <v>_<uuid>.changelog (a v2 name), its .crc dropped",
+    ),
+    DamageCase(
+        "v1_newest_zip_renamed_v2",
+        "agg_rocksdb_cl",
+        _v1_file_renamed_v2("zip"),
+        "format v1: partition 0's newest zip renamed <v>_<uuid>.zip (a v2 name), its .crc dropped",
     ),
     DamageCase(
         "v2_newest_zip_emptied_sidecars_kept",
