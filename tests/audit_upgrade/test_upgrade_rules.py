@@ -221,19 +221,5 @@ def test_join_prediction_matches_the_recorded_restart(version: str, tmp_path: Pa
     assert audit(str(ckpt), label).verdict.restarts
 
 
-@pytest.mark.parametrize("version", sorted(RECORDED))
-def test_damaged_recorded_fixtures_at_their_own_version_have_no_upgrade_findings(version: str, tmp_path: Path) -> None:
-    """The damage catalogue of tests/spark/damage.py (empty conf maps, odd log versions, missing files, ...) must
-    not make a checkpoint look written by another release."""
-    from tests.spark.damage import CASES, SkipCase
-
-    label = RECORDED[version]
-    for name, case in sorted(CASES.items()):
-        if label not in case.versions:
-            continue
-        ckpt = recorded(version, case.scenario, tmp_path / name)
-        try:
-            case.apply(ckpt)
-        except SkipCase:
-            continue
-        assert upgrade_findings(audit(str(ckpt), label).findings) == [], name
+# The damage catalogue at each recorded version's own label: no UPGRADE-* finding. Checked in
+# tests/audit/test_restart_prediction.py::test_recorded_outcome_matches_audit, on the report it makes anyway.

@@ -40,10 +40,17 @@ def test_one_line_exit_2(url: str, says: str, tmp_path: Path) -> None:
 
 def test_an_unreachable_store_is_one_line_without_the_librarys_retry_tracebacks() -> None:
     """gcsfs logs every failed retry with a traceback (about 100 lines on stderr before the error); the user sees
-    ckptfix's one line. Port 9 on loopback refuses connections: no network needed."""
+    ckptfix's one line. Port 9 on loopback refuses connections: no network needed. gcsfs backs off 1, 2, 4, 8 and
+    16 s between its 6 tries (35 s, a user's wait too); here its sleep is made instant (the library's, in the child
+    process: every retry and its logged traceback still happen), so the test takes a second."""
     pytest.importorskip("gcsfs")
+    instant_backoff = (
+        "import asyncio, runpy, sys, types; import gcsfs.retry as retry; "
+        "fast = types.SimpleNamespace(**vars(asyncio)); fast.sleep = lambda *a, **k: asyncio.sleep(0); "
+        "retry.asyncio = fast; sys.argv[0] = 'ckptfix'; runpy.run_module('ckptfix', run_name='__main__')"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix", "audit", "gs://bucket/q1", "-o", "endpoint_url=http://127.0.0.1:9"]
+        [sys.executable, "-c", instant_backoff, "audit", "gs://bucket/q1", "-o", "endpoint_url=http://127.0.0.1:9"]
         + ["-o", "token=anon", "--quiet"],
         capture_output=True,
         text=True,
