@@ -126,7 +126,9 @@ class Sink:
 
         A file sink's log is keyed by batch id alone (``FileStreamSink`` skips every id <= the newest in
         ``_spark_metadata``, whatever query wrote it): a new checkpoint's batches 0.. are skipped just the same, so
-        the way out is to roll the sink back with the checkpoint, or to write to a new output path. Delta's sink
+        the way out is to roll the sink back with the checkpoint, or a new checkpoint into a new output path (this
+        checkpoint into a new path starts that log at batch keep+1: reading the output fails on the entries before
+        it, and so does the log's compaction; damage hunt 9, D23, on 4.3.0). Delta's sink
         keys by query id: a new checkpoint (a new query id) from the old one's offsets writes into the same table."""
         if self.delta is not None:
             start = f"`ckptfix offsets export {checkpoint} --batch {keep}`" if keep >= 0 else "`ckptfix offsets export`"
@@ -140,10 +142,13 @@ class Sink:
             if keep >= 0
             else f"its log entries of batches 0..{last} and the files they add"
         )
+        start = f"`ckptfix offsets export {checkpoint} --batch {keep}`" if keep >= 0 else "`ckptfix offsets export`"
         return (
-            f"roll the file sink back with the checkpoint ({roll}), or restart into a new output path; not a new "
-            "checkpoint into the same path (the file sink's log is keyed by batch id alone: a new query's batches "
-            "are skipped too)"
+            f"roll the file sink back with the checkpoint ({roll}), or start a new checkpoint that writes to a new "
+            f"output path ({start} gives where its sources start; its batch ids and the new path's log both start "
+            "at 0); not a new checkpoint into the same path (the file sink's log is keyed by batch id alone: a new "
+            "query's batches are skipped too), nor this checkpoint into a new path (that log would start past batch "
+            "0: reading the output, and the log's compaction, fail on the entries before it)"
         )
 
 

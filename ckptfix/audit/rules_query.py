@@ -28,7 +28,8 @@ from ckptfix.checkpoint import OperatorDir
 from ckptfix.errors import FormatError
 from ckptfix.formats.offsetlog import SourceOffset, file_source_log_offset
 from ckptfix.formats.unsaferow import StructType
-from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
+from ckptfix.sinks import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL
+from ckptfix.state.schemas import AGGREGATION, OperatorInfo, operator_info, store_schema
 
 GUIDE = "Spark guide, Recovery Semantics after Changes in a Streaming Query"
 
@@ -94,6 +95,22 @@ Q_RENAMED = define(
     "Spark compares state schemas ignoring field names ('Detected schema change which is compatible'): the "
     "restart works and the stored values are read by position. Allowed.",
     "Nothing to do, as long as the fields still mean the same in the same order.",
+)
+Q_MEANING = define(
+    "QUERY-STATE-MEANING",
+    "error",
+    "State fields keep their types under other names: the state may hold something else",
+    "Spark compares state schemas by field count and types only, so the restart works and the stored values are "
+    "read as whatever the new query puts in their place. An aggregation's buffer fields are named by its aggregate "
+    "functions (count, sum, max, ...; not by the aliases of the output), so other names there are other functions, "
+    "which continue from the stored values (seen on 4.3.0: count(*) changed to sum(id) continued the count as the "
+    "sum: silently wrong). A key (grouping, deduplication or join key) under another name is another column or "
+    "expression, unless the query only renamed it: then the state continues; otherwise no stored key matches a "
+    "new one (counts start again, duplicates pass: seen on 4.3.0 for a grouping by concat('x', k) and "
+    "dropDuplicates on another column), a warning, since the files cannot tell the two apart. A stream-stream "
+    "join whose sides swapped reads each side's stored rows as the other's (an error).",
+    "Keep the aggregate functions and the keys, or start the changed query on a new checkpoint (`ckptfix offsets "
+    "export` keeps the sources' positions).",
 )
 Q_REORDERED = define(
     "QUERY-STATE-REORDERED",
@@ -227,10 +244,18 @@ def query_sources(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         old_kind = _stored_kind(ctx, rec)
         new_kind = "file" if new.kind == "file" else new.kind
         if old_kind is not None and (old_kind == "file") != (new_kind == "file"):
+            # the new source parses the old one's offset JSON when the restart restores it: seen on 4.3.0, a rate
+            # (micro-batch) source given a file source's {"logOffset":N} (damage hunt 9, D11); what other sources
+            # raise is not recorded, and then the verdict is unknown, not "restarts"
+            to_rate = old_kind == "file" and new.kind.startswith("rate")
             yield Q_SOURCES.finding(
                 f"not allowed: source {i} was a {old_kind} source (offset {rec.json!r} in {off}), the new query "
-                f"reads it with {new.kind} ({new.description}); the new source cannot resume from that offset",
+                f"reads it with {new.kind} ({new.description}); the new source cannot resume from that offset"
+                + ("" if to_rate else ": Spark fails on it (what it raises depends on the source)"),
                 [Evidence(off, expected=f"a {new.kind} offset", found=str(rec.json)[:80])],
+                spark_error=SparkError(None, None, "No usable value for offset", batch=L) if to_rate else None,
+                stage=50 if to_rate else None,
+                undecided=not to_rate,
             )
             continue
         yield from _source_params(ctx, i, rec, new, old_kind)
@@ -241,10 +266,21 @@ def _source_params(
 ) -> Iterator[Finding]:
     if new.kind == "file" and old_kind == "file" and "path" in new.options:
         log = ctx.ckpt.sources.get(rec.source_id)
-        if log is None or log.latest is None:
+        latest = file_source_log_offset(rec.json)
+        if log is None or latest is None:
             return
+        # on restart Spark calls getBatch(previous, latest) of the latest batch (MicroBatchExecution: the last
+        # batch is run again, or, committed, "recovered" for sources that expect it): the file source builds a
+        # DataFrame of the files that batch added, with the new path as basePath. A batch that added none (the
+        # no-data batch an AvailableNow run ends with) builds nothing (damage hunt 9, D12/D13: restarted on 4.3)
+        previous = _previous_log_offset(ctx, i)
         try:
-            entries = ctx.ckpt.source_log(rec.source_id, log.latest).entries
+            entries = [
+                e
+                for b in range(previous + 1, latest + 1)
+                if b in log.files
+                for e in ctx.ckpt.source_log(rec.source_id, b).entries
+            ]
         except FormatError:
             return  # SRC-LOG-UNREADABLE reports it
         path = new.options["path"]
@@ -253,12 +289,12 @@ def _source_params(
         root = _local(path).rstrip("/") + "/"
         paths = [_entry_path(e) for e in entries]
         outside = [p for p in paths if p and not _local(p).startswith(root)]
-        if paths and len(outside) == len(paths):
-            rel = log.path_of(log.latest)
+        if paths and outside:
+            rel = log.path_of(latest)
             yield Q_SOURCE_PARAMS.finding(
-                f"not allowed: source {i} now reads {path}, but every file in {ctx.ckpt.display(rel)} is "
-                f"elsewhere (e.g. {outside[0]}); on restart the file source lists the files of the latest batch "
-                "again with the new directory as basePath and fails",
+                f"not allowed: source {i} now reads {path}, but the latest batch read files elsewhere (e.g. "
+                f"{outside[0]}, {ctx.ckpt.display(rel)}); on restart the file source lists the files of the "
+                "latest batch again with the new directory as basePath and fails",
                 [Evidence(ctx.ckpt.display(rel), expected=f"files under {path}", found=outside[0])],
                 severity="error",
                 spark_error=SparkError(
@@ -281,6 +317,17 @@ def _source_params(
                 f"checkpoint has offsets for {sorted(old_topics)}",
                 [Evidence(ctx.ckpt.display(f"offsets/{ctx.latest_offset}"), found=rec.json[:120])],
             )
+
+
+def _previous_log_offset(ctx: AuditContext, i: int) -> int:
+    """Source ``i``'s file source log offset in the offset file before the latest (-1: none, or not a file source's
+    offset there)."""
+    L = ctx.latest_offset
+    prev = ctx.ckpt.try_offset(L - 1) if L is not None and L > 0 else None
+    if prev is None or i >= len(prev.offsets):
+        return -1
+    value = file_source_log_offset(prev.offsets[i].json)
+    return -1 if value is None else value
 
 
 def _entry_path(entry: dict[str, Any]) -> str:
@@ -377,8 +424,37 @@ def _compare_operator(
             [Evidence(ck.display(op.rel), expected=", ".join(sorted(new_names)), found=", ".join(sorted(old_names)))],
         )
         return
+    if info.is_join:
+        swapped = _join_sides_swapped(ctx, op, info, new)
+        if swapped is not None:
+            yield swapped
+            return
     for store in new.stores:
         yield from _compare_store(ctx, op, info, new, store)
+
+
+def _join_sides_swapped(ctx: AuditContext, op: OperatorDir, info: OperatorInfo, new: OperatorShape) -> Finding | None:
+    """The new join's left rows have the stored right side's columns and the other way round (damage hunt 9, D14:
+    a.join(b) changed to b.join(a) restarted on 4.3.0 and joined each side's stored rows as the other's)."""
+    names = {s.name: s for s in new.stores}
+    sides = ("left-keyWithIndexToValue", "right-keyWithIndexToValue")
+    if not all(n in names and names[n].value is not None for n in sides):
+        return None
+    try:
+        old = [store_schema(ctx.ckpt, op, info, n).value for n in sides]
+    except FormatError:
+        return None
+    new_left, new_right = (names[n].value for n in sides)
+    assert new_left is not None and new_right is not None
+    if old[0].names == old[1].names or (new_left.names, new_right.names) != (old[1].names, old[0].names):
+        return None
+    return Q_MEANING.finding(
+        f"not allowed (silently wrong): operator {op.operator} ({new.name}): the stored left side holds rows "
+        f"{ddl(old[0])} and the right side {ddl(old[1])}; the new query's sides are the other way round, so each "
+        "side's stored rows are joined as the other's",
+        [Evidence(ctx.ckpt.display(f"{op.rel}/0/{sides[0]}"), expected=ddl(new_left), found=ddl(old[0]))],
+        silent=True,
+    )
 
 
 def _compare_store(
@@ -423,6 +499,27 @@ def _compare_store(
                 silent=True,
             )
             return
+    for old_s, new_s, what in renamed:
+        if what == "value" and new.name == AGGREGATION:
+            yield Q_MEANING.finding(
+                f"not allowed (silently wrong): {label}: the stored aggregation buffers are {ddl(old_s)}, the new "
+                f"query's {ddl(new_s)}: buffers are named by their aggregate functions, so the new functions "
+                "continue from the values the old ones stored",
+                [Evidence(where, expected=ddl(new_s), found=ddl(old_s))],
+                silent=True,
+            )
+            return
+    keys = [(old_s, new_s) for old_s, new_s, what in renamed if what == "key"]
+    if keys:
+        old_k, new_k = keys[0]
+        yield Q_MEANING.finding(
+            f"{label}: the stored key is {ddl(old_k)}, the new query's {ddl(new_k)}: same types, other names. If "
+            "the query only renamed the column, the state continues; if it groups (deduplicates, joins) by "
+            "another column or expression, no stored key matches a new one and results are silently wrong",
+            [Evidence(where, expected=ddl(new_k), found=ddl(old_k))],
+            severity="warning",
+        )
+        return
     if renamed:
         yield Q_RENAMED.finding(
             f"allowed: {label}: stored {ddl(old.key)} -> {ddl(old.value)}, new {ddl(store.key)} -> "
@@ -459,6 +556,32 @@ def query_confs(ctx: AuditContext) -> Iterator[Finding]:
 # --------------------------------------------------------------------------------------- sink
 
 
+def _log_starts_past_zero(ctx: AuditContext, path: str) -> Iterator[Finding]:
+    """The new query's file sink writes to ``path``, which holds no _spark_metadata log (or does not exist), while
+    batches are committed: its first entry is the restart's batch (damage hunt 9, D23 and D24 on 4.3.0: a new sink
+    path, and foreachBatch turned into a file sink over its old output; both restarted, then reading the output
+    failed: `_spark_metadata/0 doesn't exist (latestId: 5, compactInterval: 10)`)."""
+    first, K = ctx.next_batch, ctx.latest_commit
+    if first is None or first <= 0 or K is None:
+        return
+    told = ctx.session_conf.get(COMPACT_INTERVAL_CONF, "").strip()
+    interval = int(told) if told.isdigit() and int(told) > 0 else DEFAULT_COMPACT_INTERVAL
+    compaction = first + (interval - (first + 1) % interval) % interval
+    yield Q_SINK.finding(
+        f"not allowed (silently wrong): the new query's file sink writes to {path}, which has no _spark_metadata "
+        f"log, while batches 0..{K} are committed: the restart writes _spark_metadata/{first} as the log's first "
+        f"entry; reading {path} then fails (FileNotFoundException: .../_spark_metadata/0 doesn't exist), and so "
+        f"does the query at batch {compaction}, where the log compacts (compact interval {interval}) and finds "
+        "entries 0.. missing",
+        [Evidence(f"{path.rstrip('/')}/_spark_metadata", expected=f"entries 0..{first - 1}", found="none")],
+        severity="error",
+        silent=True,
+        fix="Write to the file sink path the checkpointed query wrote (its _spark_metadata has these batches), or "
+        f"start the changed query on a new checkpoint (`ckptfix offsets export {ctx.ckpt.location.url}` gives "
+        "where its sources start): a new checkpoint's batch ids, and so its sink log, start at 0.",
+    )
+
+
 @check
 def query_sink(ctx: AuditContext) -> Iterator[Finding]:
     q = _query(ctx)
@@ -467,24 +590,19 @@ def query_sink(ctx: AuditContext) -> Iterator[Finding]:
     sink = q.sink
     old_file_sink = ctx.sink is not None and ctx.sink.log.latest is not None
     if sink.is_file:
-        if ctx.sink is None:
+        same = ctx.sink is not None and _local(sink.path or "").rstrip("/") == _local(ctx.sink.location.url).rstrip("/")
+        if ctx.sink is not None and not same:
+            if old_file_sink:
+                yield Q_SINK.finding(
+                    f"not allowed: the checkpoint's file sink is {ctx.sink.location.url} (its _spark_metadata has "
+                    f"batches), the new query writes to {sink.path}: 'Changes to output directory of a file sink "
+                    "is not allowed'",
+                    [Evidence(ctx.sink.location.display("_spark_metadata"), expected=str(sink.path))],
+                )
             return
-        same = _local(sink.path or "").rstrip("/") == _local(ctx.sink.location.url).rstrip("/")
-        if not same and old_file_sink:
-            yield Q_SINK.finding(
-                f"not allowed: the checkpoint's file sink is {ctx.sink.location.url} (its _spark_metadata has "
-                f"batches), the new query writes to {sink.path}: 'Changes to output directory of a file sink "
-                "is not allowed'",
-                [Evidence(ctx.sink.location.display("_spark_metadata"), expected=str(sink.path))],
-            )
-        elif same and not old_file_sink:
-            yield Q_SINK.finding(
-                f"not allowed if the old query wrote to another file sink directory: {sink.path} has no "
-                f"_spark_metadata although batches up to {ctx.latest_commit} are committed ('Changes to output "
-                "directory of a file sink is not allowed'); ill-defined if the old sink was not a file sink "
-                "('Changes between a few specific combinations of sinks are allowed')",
-                [Evidence(ctx.sink.location.display("_spark_metadata"), expected="the sink log", found="none")],
-            )
+        if ctx.sink is not None and old_file_sink:
+            return  # the same file sink, its log there: the sink rules compare it with the logs
+        yield from _log_starts_past_zero(ctx, str(sink.path))
         return
     if old_file_sink:
         assert ctx.sink is not None

@@ -26,8 +26,10 @@ SINK_AHEAD = define(
     "the sink is ahead of the offset log (a rolled-back or replaced checkpoint), the next batches are planned "
     "with new data and silently dropped by the sink.",
     "File sink (its log is keyed by batch id alone, whatever query writes): roll the sink back with the checkpoint "
-    "(`ckptfix rollback CKPT --to-batch N --sink OUT --with-sink`), or write to a new output path; a new checkpoint "
-    "into the same path is skipped too. Delta table (its txn is per query id): keep it and restart from a new "
+    "(`ckptfix rollback CKPT --to-batch N --sink OUT --with-sink`), or start a new checkpoint into a new output path "
+    "(`ckptfix offsets export CKPT` gives where its sources start); a new checkpoint into the same path is skipped "
+    "too, and this checkpoint into a new path leaves a log that starts past batch 0, which readers and the log's "
+    "compaction fail on. Delta table (its txn is per query id): keep it and restart from a new "
     "checkpoint (a new query id) that starts where this one ended (`ckptfix offsets export CKPT`), or write to a "
     "new table. Never re-plan batch ids the sink holds.",
 )

@@ -58,7 +58,8 @@ def plan_sink_rollback(sink: Sink, N: int, target: str) -> Plan:
         raise SinkRollbackRefused(
             N,
             f"{sink.location.display(compacted[0])} is a compacted entry above batch {N}: it lists the files of every "
-            "batch before it and would have to be rewritten (ckptfix does not); restart into a new output path instead",
+            "batch before it and would have to be rewritten (ckptfix does not); start a new checkpoint into a new "
+            "output path instead (`ckptfix offsets export` gives where its sources start)",
         )
     logs = sorted(
         (b, rel) for b, rel in [*log.files.items(), *log.noncanonical.items()] if b > N and rel not in compacted

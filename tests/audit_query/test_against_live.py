@@ -294,3 +294,80 @@ def test_a_new_output_path_is_no_error(base: Path, tmp_path: Path) -> None:
     code, doc = run_audit(base, "file_sink")
     assert code != 2 and "error" not in doc, doc
     assert doc["verdict"] is not None and not any(f["rule_id"].startswith("SINK-") for f in doc["findings"])
+
+
+def true_sums(input_dir: Path, files: int, field: str) -> Counter[str]:
+    sums: Counter[str] = Counter()
+    for i in range(files):
+        for line in (input_dir / f"part-{i:04d}.json").read_text().splitlines():
+            row = json.loads(line)
+            sums[row["key"]] += row[field]
+    return sums
+
+
+def test_a_changed_aggregate_function_restarts_silently_wrong(spark: Any, base: Path, tmp_path: Path) -> None:
+    """count(*) changed to sum(id) under the same alias: the buffer types match, names do not. Spark restarts and
+    the sum continues from the stored count (damage hunt 9, D15: the audit called it a rename, "Nothing to do")."""
+    code, doc = run_audit(base, "count_to_sum")
+    assert code == 1
+    (found,) = query_findings(doc)
+    assert (found["rule_id"], found["severity"], found["silent"]) == ("QUERY-STATE-MEANING", "error", True)
+    assert "named by their aggregate functions" in found["message"]
+    assert doc["verdict"]["restarts"] and doc["verdict"]["hazards"]
+    _, err = restart_copy(spark, base, "count_to_sum", tmp_path)
+    assert err is None  # Spark restarts ...
+    want = true_sums(Path(os.environ["CKPTFIX_AQ_INPUT"]), BASE_FILES + 1, "id")
+    rows = batch_rows(tmp_path / "out", BASE_FILES)
+    assert rows and all(r["cnt"] != want[r["key"]] for r in rows), rows  # ... and its sums are not the sums
+
+
+def test_grouping_by_another_expression_is_a_warning_and_restarts_unmatched(
+    spark: Any, base: Path, tmp_path: Path
+) -> None:
+    """Grouped by concat('x', key): same key type, another name. The files cannot tell that from a renamed column,
+    so a warning says both readings; Spark restarts and no stored key matches (counts start again: hunt 9, D17)."""
+    code, doc = run_audit(base, "other_key")
+    (found,) = query_findings(doc)
+    assert (found["rule_id"], found["severity"]) == ("QUERY-STATE-MEANING", "warning")
+    assert "only renamed the column" in found["message"] and code == 0
+    _, err = restart_copy(spark, base, "other_key", tmp_path)
+    assert err is None
+    rows = batch_rows(tmp_path / "out", BASE_FILES)
+    one_file = true_counts(Path(os.environ["CKPTFIX_AQ_INPUT"]), BASE_FILES + 1) - true_counts(
+        Path(os.environ["CKPTFIX_AQ_INPUT"]), BASE_FILES
+    )
+    assert rows and all(r["cnt"] == one_file[r["key2"][1:]] for r in rows), rows  # the new file's rows only
+
+
+def test_swapped_join_sides_are_a_silent_hazard(spark: Any, join_base: Path, tmp_path: Path) -> None:
+    """right.join(left) instead of left.join(right): each side's store now gets the other side's rows; the schemas
+    hold the same types in the same order per side only if the sides look alike, so the audit compares the sides'
+    stored row schemas (damage hunt 9, D14: restarted on 4.3.0, silently wrong)."""
+    code, doc = run_audit(join_base, "swapped", module=JOIN)
+    found = [f for f in query_findings(doc) if f["rule_id"] == "QUERY-STATE-MEANING"]
+    assert found and found[0]["severity"] == "error" and "the other way round" in found[0]["message"], doc
+    assert code == 1
+
+
+def test_a_file_sink_moved_to_a_new_path_restarts_into_an_unreadable_output(
+    spark: Any, spark_bases: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stateless file-sink base restarted into a new output path: Spark restarts, but the new path's log starts
+    at the restart's batch, and reading the output fails (damage hunt 9, D23 on 4.3.0); ckptfix's advice for a
+    sink ahead of the checkpoint named this way out until 2026-11-28."""
+    from tests.spark.harness import copy_base, restart
+
+    ckpt, input_dir, _ = copy_base(spark_bases("filesink"), tmp_path / "copy")
+    new_out = tmp_path / "out2"
+    monkeypatch.setenv("CKPTFIX_AQ_INPUT", str(input_dir))
+    monkeypatch.setenv("CKPTFIX_AQ_OUTPUT", str(new_out))
+    code, doc = run_audit(ckpt, "file_sink")
+    (found,) = [f for f in query_findings(doc) if f["rule_id"] == "QUERY-SINK"]
+    assert (found["severity"], found["silent"]) == ("error", True) and "_spark_metadata/0 doesn't exist" in found[
+        "message"
+    ]
+    assert doc["verdict"]["restarts"] and code == 1
+    outcome = restart(spark, "filesink", ckpt, input_dir, new_out)
+    assert outcome.ok, outcome.text
+    with pytest.raises(Exception, match=r"_spark_metadata/0 doesn't exist"):
+        spark.read.parquet(str(new_out)).collect()

@@ -705,11 +705,12 @@ def test_10_rollback_with_a_file_sink(spark: Any, tmp_path: Path) -> None:
 
     # A new checkpoint from batch 2's offsets into the same file sink (right for a Delta table, whose txn is per
     # query id) loses the same rows: the file sink's log is keyed by batch id alone. So the refusal must not offer it
-    # for a file sink (the README says so), only the sink's rollback (--with-sink) or a new output path
+    # for a file sink (the README says so), only the sink's rollback (--with-sink) or a new checkpoint into a new path
     code, out, err = run_ckptfix(
         ["rollback", str(fresh["CKPT"]), "--to-batch", "2", "--sink", str(fresh["OUT"]), "--force"]
     )
-    assert code == 2 and "--with-sink" in err and "new output path" in err and "offsets export" not in err, err
+    assert code == 2 and "--with-sink" in err and "new checkpoint that writes to a new output path" in err, err
+    assert "not a new checkpoint into the same path" in err, err
     code, out, err = run_ckptfix(["offsets", "export", str(fresh["CKPT"]), "--batch", "2", "--format", "json"])
     assert code == 0, out + err
     moved = tmp_path / "fresh" / "processed"

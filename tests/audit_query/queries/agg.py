@@ -117,3 +117,16 @@ NOT_CALLABLE = 42
 def moved_input(spark: Any) -> Any:
     """The base query reading a copy of its input in another directory (CKPTFIX_AQ_INPUT_MOVED)."""
     return _sink(_agg(_source(spark, "CKPTFIX_AQ_INPUT_MOVED")))
+
+
+def count_to_sum(spark: Any) -> Any:
+    """count(*) changed to a sum under the same alias: the buffers are (sum, sum) instead of (count, sum), the same
+    types; Spark restarts and the sum continues from the stored count (damage hunt 9, D15)."""
+    df = _source(spark).groupBy("key").agg(F.sum("id").alias("cnt"), F.sum("value").alias("total"))
+    return _sink(df)
+
+
+def other_key(spark: Any) -> Any:
+    """Grouped by another expression of the same type (concat('x', key)): no stored key matches (hunt 9, D17)."""
+    df = _source(spark).withColumn("key2", F.concat(F.lit("x"), F.col("key")))
+    return _sink(df.groupBy("key2").agg(F.count("*").alias("cnt"), F.sum("value").alias("total")))

@@ -53,3 +53,11 @@ def no_dedup(spark: Any) -> Any:
     left = _side(spark, "CKPTFIX_AQ_LEFT", "l")
     right = _side(spark, "CKPTFIX_AQ_RIGHT", "r")
     return _sink(left.join(right, F.col("l_key") == F.col("r_key")))
+
+
+def swapped(spark: Any) -> Any:
+    """The join's sides the other way round (right.join(left)): same key, the sides' stores swap their rows'
+    columns (damage hunt 9, D14: restarted on 4.3.0, each side's stored rows joined as the other's)."""
+    left = _side(spark, "CKPTFIX_AQ_LEFT", "l").dropDuplicates(["l_id"])
+    right = _side(spark, "CKPTFIX_AQ_RIGHT", "r")
+    return _sink(right.join(left, F.col("l_key") == F.col("r_key")))
