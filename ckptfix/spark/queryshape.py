@@ -316,7 +316,9 @@ def _stores(node: Any, cls: str) -> tuple[tuple[StoreShape, ...], str]:
         )
     if cls == "StreamingSymmetricHashJoinExec":
         return _join_stores(node), f"{node.joinType().toString()} join"
-    if cls == "FlatMapGroupsWithStateExec":
+    if cls in ("FlatMapGroupsWithStateExec", "FlatMapGroupsInPandasWithStateExec"):
+        # applyInPandasWithState shares flatMapGroupsWithState's base class, grouping attributes and state manager
+        # (damage hunt 9, D1-D5: its key and state changes were "not compared", the verdict "restarts")
         keys = jvm.seq(node.groupingAttributes())
         value = _schema(node.stateManager().stateSchema())
         return (StoreShape("default", _attrs_schema(keys), value),), "grouping keys " + ", ".join(

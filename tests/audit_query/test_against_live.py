@@ -371,3 +371,24 @@ def test_a_file_sink_moved_to_a_new_path_restarts_into_an_unreadable_output(
     assert outcome.ok, outcome.text
     with pytest.raises(Exception, match=r"_spark_metadata/0 doesn't exist"):
         spark.read.parquet(str(new_out)).collect()
+
+
+def test_apply_in_pandas_with_state_is_compared(
+    spark: Any, spark_bases: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """applyInPandasWithState's state schemas were "not compared" and the verdict "restarts" (damage hunt 9, D1-D5:
+    a changed key or state type fails on 4.3.0 with STATE_STORE_KEY/VALUE_SCHEMA_NOT_COMPATIBLE). It shares
+    flatMapGroupsWithState's state manager, and is compared the same way now."""
+    from tests.spark.harness import copy_base
+
+    module = "tests.audit_query.queries.pandas_state"
+    ckpt, input_dir, _ = copy_base(spark_bases("pandas_state"), tmp_path / "copy")
+    monkeypatch.setenv("CKPTFIX_AQ_INPUT", str(input_dir))
+    monkeypatch.setenv("CKPTFIX_AQ_OUTPUT", str(tmp_path / "out"))
+    code, doc = run_audit(ckpt, "same", module=module)
+    assert (code, query_findings(doc)) == (0, []), doc
+    code, doc = run_audit(ckpt, "int_count", module=module)
+    assert code == 1 and [f["rule_id"] for f in query_findings(doc)] == ["QUERY-STATE-VALUE-SCHEMA"]
+    assert doc["verdict"]["error"]["error_class"] == "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+    _, err = restart_copy(spark, ckpt, "int_count", tmp_path / "restart", module, ("CKPTFIX_AQ_INPUT", 4))
+    assert err is not None and "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE]" in err
