@@ -52,7 +52,10 @@ Q_SOURCE_PARAMS = define(
     "(rate limits may change: 'Addition/deletion/modification of rate limits is allowed'). The file source "
     "remembers the files it read by path, and on restart lists the latest batch's files again with the (new) "
     "path as basePath: another directory fails with `IllegalArgumentException: Wrong basePath <new> for the root "
-    "path: <old file>` (seen on 3.5.9 and 4.3.0). Kafka offsets are kept per topic partition.",
+    "path: <old file>` (seen on 3.5.9 and 4.3.0), when the latest batch read files; after a batch that read none "
+    "the restart works, and every file under the new path is new to the source (it remembers files by full path: "
+    "files it read before are read again where they are there too; seen on 4.3.0). Kafka offsets are kept per "
+    "topic partition.",
     "Read the same path/topics as before, or start the changed query on a new checkpoint.",
 )
 Q_OPERATORS = define(
@@ -291,6 +294,27 @@ def _source_params(
         root = _local(path).rstrip("/") + "/"
         paths = [_entry_path(e) for e in entries]
         outside = [p for p in paths if p and not _local(p).startswith(root)]
+        if not paths:  # the latest batch read nothing: what the source read before says where it read
+            earlier = sorted((b for b in log.files if b <= latest), reverse=True)[:20]
+            for b in earlier:
+                try:
+                    before = [_entry_path(e) for e in ctx.ckpt.source_log(rec.source_id, b).entries]
+                except FormatError:
+                    return
+                away = [p for p in before if p and not _local(p).startswith(root)]
+                if before:
+                    if away:
+                        yield Q_SOURCE_PARAMS.finding(
+                            f"not allowed (results unpredictable): source {i} now reads {path}, but it read files "
+                            f"elsewhere before (e.g. {away[0]}, {ctx.ckpt.display(log.path_of(b))}); the latest "
+                            "batch read none, so the restart works, and the file source remembers files by their "
+                            "full path: every file under the new path is new to it, and rows of files it read "
+                            "under the old path are read again where those files are there too (damage hunt 9, "
+                            "D12: counts doubled on 4.3.0)",
+                            [Evidence(ctx.ckpt.display(log.path_of(b)), expected=f"files under {path}", found=away[0])],
+                        )
+                    return
+            return
         if paths and outside:
             rel = log.path_of(latest)
             yield Q_SOURCE_PARAMS.finding(
