@@ -265,17 +265,21 @@ def write_local(option: str, path: str | Path, mode: str, fn: Callable[[Any], in
     end, so a failed read never leaves half a file; a symbolic link is followed, so the link stays and its target
     gets the content. Anything else that exists (a FIFO, a terminal, ``/dev/stdout``) is written in place: a
     rename would replace it with a regular file."""
-    real = os.path.realpath(path)
-    if os.path.isdir(real):
-        raise UsageError(f"{option} {path}: expected a file name, found a directory")
-    parent = os.path.dirname(real)
-    if not os.path.isdir(parent):
-        raise UsageError(f"{option} {path}: expected an existing directory to write into, found no {parent}")
     encoding = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
     try:
-        if os.path.exists(real) and not stat.S_ISREG(os.stat(real).st_mode):
-            with open(real, mode, **encoding) as f:  # type: ignore[call-overload]
+        try:
+            kind = os.stat(path).st_mode  # through links: /dev/stdout is the pipe or terminal it stands for
+        except FileNotFoundError:
+            kind = None
+        if kind is not None and stat.S_ISDIR(kind):
+            raise UsageError(f"{option} {path}: expected a file name, found a directory")
+        if kind is not None and not stat.S_ISREG(kind):
+            with open(path, mode, **encoding) as f:  # type: ignore[call-overload]
                 return int(fn(f))
+        real = os.path.realpath(path)
+        parent = os.path.dirname(real)
+        if not os.path.isdir(parent):
+            raise UsageError(f"{option} {path}: expected an existing directory to write into, found no {parent}")
         partial = f"{real}.partial"
         try:
             with open(partial, mode, **encoding) as f:  # type: ignore[call-overload]

@@ -415,3 +415,18 @@ def test_a_file_where_a_partition_directory_belongs_is_listed_as_such(tmp_path: 
     res = run("state", "ls", str(ckpt), "--verify")
     assert res.exit_code == 1, res.output
     assert "partition 1: loadable none; CANNOT LOAD:" in res.stdout and "0/1 is a file, not a directory" in res.stdout
+
+
+def test_out_to_dev_stdout_writes_the_pipe() -> None:
+    """/dev/stdout is a link to a pipe here: the rows go down the pipe, and the link stays (a rename over its real
+    path, /proc/<pid>/fd/pipe:[N], cannot even be made)."""
+    import os
+
+    if not os.path.islink("/dev/stdout"):
+        pytest.skip("no /dev/stdout link here")
+    from tests.support.cli import run_cli
+
+    res = run_cli("state", "read", HDFS, "--version", "2", "--out", "/dev/stdout")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == run("state", "read", HDFS, "--version", "2").stdout.splitlines() != []
+    assert os.path.islink("/dev/stdout")
