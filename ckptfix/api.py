@@ -116,7 +116,7 @@ READ_OPTIONS = frozenset(
 _EXTRA_KEYWORDS = {"read_state": READ_OPTIONS}
 
 
-OPTION = r"(?<![\w-])--([a-z][a-z0-9-]*)"
+_OPTION = r"(?<![\w-])--([a-z][a-z0-9-]*)"
 #: CLI options whose API keyword is spelled otherwise (``--store`` is ``store_name=``)
 _KEYWORD_OF_OPTION = {"store": "store_name", "keys": "keys_file", "rows": "rows_file", "sink": "sink_path"}
 
@@ -156,12 +156,12 @@ def _python_names(fn: _F) -> _F:
             return fn(*args, **kwargs)
         except UsageError as exc:
             text = str(exc)
-            renamed = re.sub(OPTION, python_name, text)
+            renamed = re.sub(_OPTION, python_name, text)
             if renamed == text:
                 raise
             raise UsageError(renamed) from None
         except FormatError as exc:  # a file that is not there may say which values an option takes
-            expected = re.sub(OPTION, python_name, exc.expected)
+            expected = re.sub(_OPTION, python_name, exc.expected)
             if expected == exc.expected or type(exc) is not FormatError:
                 raise
             raise FormatError(exc.path, exc.offset, expected, exc.found, exc.kind) from None
