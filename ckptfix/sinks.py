@@ -130,8 +130,8 @@ class Sink:
         checkpoint into a new path starts that log at batch keep+1: reading the output fails on the entries before
         it, and so does the log's compaction; damage hunt 9, D23, on 4.3.0). Delta's sink
         keys by query id: a new checkpoint (a new query id) from the old one's offsets writes into the same table."""
+        start = f"`ckptfix offsets export {checkpoint} --batch {keep}`" if keep >= 0 else "`ckptfix offsets export`"
         if self.delta is not None:
-            start = f"`ckptfix offsets export {checkpoint} --batch {keep}`" if keep >= 0 else "`ckptfix offsets export`"
             return (
                 f"keep the table and start a new checkpoint (a new query id: Delta's txn is per query id) from batch "
                 f"{keep}'s offsets ({start}), or write to a new table"
@@ -142,7 +142,6 @@ class Sink:
             if keep >= 0
             else f"its log entries of batches 0..{last} and the files they add"
         )
-        start = f"`ckptfix offsets export {checkpoint} --batch {keep}`" if keep >= 0 else "`ckptfix offsets export`"
         return (
             f"roll the file sink back with the checkpoint ({roll}), or start a new checkpoint that writes to a new "
             f"output path ({start} gives where its sources start; its batch ids and the new path's log both start "
