@@ -74,6 +74,9 @@ class QueryShape:
     #: the session confs that decide restart behaviour (those the offset log also records)
     conf: dict[str, str] = field(default_factory=dict)
     watermarks: int = 0  # number of withWatermark nodes
+    #: what Spark's start() refuses the query with before it reads the checkpoint (UnsupportedOperationChecker):
+    #: (Java exception class, message), None when it accepts it or the check could not run
+    refused: tuple[str, str] | None = None
 
 
 # ----------------------------------------------------------- Spark's schema compatibility rule

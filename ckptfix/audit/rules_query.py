@@ -14,6 +14,7 @@ Every rule here runs only when the audit context carries a :class:`QueryShape`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -147,6 +148,16 @@ Q_SINK = define(
     "checkpoint does not record the sink kind, so only what the files prove is checked.",
     "Write to the same sink (same file sink path) as before, or start the changed query on a new checkpoint.",
 )
+Q_REFUSED = define(
+    "QUERY-UNSUPPORTED",
+    "error",
+    "Spark refuses to start the new query",
+    "Before a streaming query reads its checkpoint, start() checks the plan against the output mode "
+    "(UnsupportedOperationChecker.checkForStreaming: e.g. an aggregation without watermark in append mode, "
+    "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION; a second stateful operator after an aggregation in append mode, "
+    "the global watermark 'correctness' check). ckptfix runs the same check on the planned query (seen on 4.3.0).",
+    "Change the output mode or the query so that Spark accepts it; the checkpoint is not the cause.",
+)
 Q_UNCHECKED = define(
     "QUERY-UNCHECKED",
     "warning",
@@ -216,6 +227,23 @@ def _stored_kind(ctx: AuditContext, src: SourceOffset) -> str | None:
 def _local(url: str) -> str:
     p = urlparse(url)
     return unquote(p.path) if p.scheme in ("file", "") else url
+
+
+@check
+def query_refused(ctx: AuditContext) -> Iterator[Finding]:
+    q = _query(ctx)
+    if q is None or q.refused is None:
+        return
+    cls, message = q.refused
+    first = message.split("\n", 1)[0]
+    m = re.match(r"\[([A-Z_.]+)\]\s*(.*)", first)
+    error_class, text = (m.group(1), m.group(2)) if m else (None, first)
+    yield Q_REFUSED.finding(
+        f"not allowed: Spark refuses to start the new query: {first}",
+        [Evidence(q.spec, note=f"output mode {q.sink.output_mode or 'append'}")],
+        spark_error=SparkError(cls, error_class, text.split(" SQLSTATE")[0][:200]),
+        stage=10,
+    )
 
 
 @check

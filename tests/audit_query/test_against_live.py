@@ -392,3 +392,14 @@ def test_apply_in_pandas_with_state_is_compared(
     assert doc["verdict"]["error"]["error_class"] == "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
     _, err = restart_copy(spark, ckpt, "int_count", tmp_path / "restart", module, ("CKPTFIX_AQ_INPUT", 4))
     assert err is not None and "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE]" in err
+
+
+def test_a_query_spark_refuses_to_start_is_predicted(spark: Any, base: Path, tmp_path: Path) -> None:
+    """start() checks the plan against the output mode before it reads the checkpoint (UnsupportedOperationChecker);
+    ckptfix said "restarts" for an aggregation without watermark in append mode (damage hunt 9, D25)."""
+    code, doc = run_audit(base, "append_mode")
+    assert code == 1 and "QUERY-UNSUPPORTED" in {f["rule_id"] for f in query_findings(doc)}
+    error = doc["verdict"]["error"]
+    assert error["error_class"] == "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION"
+    _, err = restart_copy(spark, base, "append_mode", tmp_path)
+    assert err is not None and "[STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION]" in err and error["message"] in err

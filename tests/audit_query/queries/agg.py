@@ -130,3 +130,8 @@ def other_key(spark: Any) -> Any:
     """Grouped by another expression of the same type (concat('x', key)): no stored key matches (hunt 9, D17)."""
     df = _source(spark).withColumn("key2", F.concat(F.lit("x"), F.col("key")))
     return _sink(df.groupBy("key2").agg(F.count("*").alias("cnt"), F.sum("value").alias("total")))
+
+
+def append_mode(spark: Any) -> Any:
+    """The base query in append mode: an aggregation without a watermark, which start() refuses (hunt 9, D25)."""
+    return _sink(_agg(_source(spark))).outputMode("append")
