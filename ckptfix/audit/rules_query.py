@@ -232,7 +232,26 @@ def _local(url: str) -> str:
 @check
 def query_refused(ctx: AuditContext) -> Iterator[Finding]:
     q = _query(ctx)
-    if q is None or q.refused is None:
+    if q is None:
+        return
+    mode = (q.sink.output_mode or "append").lower()
+    if q.refused is None and q.sink.is_file and mode != "append" and ctx.target.at_least(4, 0):
+        # the file sink takes append only (DataSource.createSink), checked at start() too (damage hunt 9, D26:
+        # update mode into a parquet sink, seen on 4.3.0; 3.5's message is not recorded)
+        yield Q_REFUSED.finding(
+            f"not allowed: Spark refuses to start the new query: a file sink ({q.sink.kind}) takes append mode only, "
+            f"the query asks for {mode}",
+            [Evidence(q.spec, note=f"output mode {mode}")],
+            spark_error=SparkError(
+                "org.apache.spark.sql.AnalysisException",
+                "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE",
+                f"Invalid streaming output mode: {mode}. This output mode is not supported in Data Source "
+                f"{q.sink.kind}",
+            ),
+            stage=10,
+        )
+        return
+    if q.refused is None:
         return
     cls, message = q.refused
     first = message.split("\n", 1)[0]

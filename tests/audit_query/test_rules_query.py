@@ -353,3 +353,17 @@ def test_join_stores_on_a_35_checkpoint(tmp_path: Path) -> None:
 )
 def test_compatible_is_sparks_rule(new: StructType, stored: StructType, ok: bool) -> None:
     assert compatible(new, stored) is ok
+
+
+def test_a_file_sink_in_update_mode_is_refused_at_start(filesink: Path) -> None:
+    """A file sink takes append mode only: Spark 4.3.0 refused update mode into a parquet sink at start() with
+    "[STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE] Invalid streaming output mode: update. This output mode is not
+    supported in Data Source parquet." (damage hunt 9, D26; the audit said "restarts")."""
+    sink = SinkShape("parquet", {"path": str(filesink / "output")}, output_mode="update")
+    report, found = query_findings(filesink / "ckpt", shape(sink=sink, operators=()))
+    assert "QUERY-UNSUPPORTED" in [f.rule_id for f in found]
+    err = report.verdict.error
+    assert err.error_class == "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE"
+    assert (
+        err.message == "Invalid streaming output mode: update. This output mode is not supported in Data Source parquet"
+    )
