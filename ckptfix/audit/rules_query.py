@@ -658,7 +658,14 @@ def _log_starts_past_zero(ctx: AuditContext, path: str) -> Iterator[Finding]:
         "entries 0.. missing",
         [Evidence(f"{path.rstrip('/')}/_spark_metadata", expected=f"entries 0..{first - 1}", found="none")],
         severity="error",
-        silent=True,
+        silent=compaction != first,
+        # the restart's first batch compacts: it fails there (the file sink log's compaction, SINK-LOG-COMPACT)
+        spark_error=SparkError(
+            "org.apache.spark.SparkFileNotFoundException", "BATCH_METADATA_NOT_FOUND", "_spark_metadata/"
+        )
+        if compaction == first
+        else None,
+        stage=79 if compaction == first else None,
         fix="Write to the file sink path the checkpointed query wrote (its _spark_metadata has these batches), or "
         f"start the changed query on a new checkpoint (`ckptfix offsets export {ctx.ckpt.location.url}` gives "
         "where its sources start): a new checkpoint's batch ids, and so its sink log, start at 0.",

@@ -367,3 +367,22 @@ def test_a_file_sink_in_update_mode_is_refused_at_start(filesink: Path) -> None:
     assert (
         err.message == "Invalid streaming output mode: update. This output mode is not supported in Data Source parquet"
     )
+
+
+@pytest.mark.parametrize("compacts_first", [False, True])
+def test_a_file_sink_into_a_path_without_a_log(filesink: Path, tmp_path: Path, compacts_first: bool) -> None:
+    """The file sink moved to a path without _spark_metadata while batches are committed: the log starts at the
+    restart's batch. Spark 4.3.0 restarted (damage hunt 9, D23) and reading the output failed; the log's compaction
+    fails the query, at the restart's first batch when that one compacts."""
+    new_path = tmp_path / "new-output"
+    sink = SinkShape("parquet", {"path": str(new_path)}, output_mode="append")
+    first = audit(str(filesink / "ckpt"), "4.3").facts["next_batch"]
+    conf = {"spark.sql.streaming.fileSink.log.compactInterval": str(first + 1 if compacts_first else 1000)}
+    report, found = query_findings(filesink / "ckpt", shape(sink=sink, operators=()), session_conf=conf)
+    (moved,) = [f for f in found if f.rule_id == "QUERY-SINK"]
+    assert moved.severity == "error" and f"_spark_metadata/{first} as the log's first entry" in moved.message
+    if compacts_first:
+        assert report.verdict.restarts is False
+        assert report.verdict.error.error_class == "BATCH_METADATA_NOT_FOUND"
+    else:
+        assert moved.silent and report.verdict.restarts
