@@ -39,10 +39,9 @@ import pytest
 
 from ckptfix.sinks import COMPACT_INTERVAL_CONF
 from tests.spark.damage import CASES, DamageCase, SkipCase
-from tests.spark.harness import copy_base, restart_times
+from tests.spark.harness import copy_base, moved_schema_paths, restart_times, rewrite_schema_paths
 from tests.spark.queries import SCENARIOS
 from tests.support.agreement import assert_verdict_agrees, describe
-from tests.support.trees import hadoop_crc
 
 
 def run_audit(ckpt: Path, target: str, output_dir: Path, case: DamageCase, s3: Any = None) -> Any:
@@ -72,13 +71,9 @@ def _name_the_bucket(s3: Any, ckpt: Path, url: str) -> None:
     """transformWithState's operator metadata names its schema files by absolute path: in a checkpoint Spark wrote
     to S3 that is the bucket's (``s3a://``). The uploaded copy's metadata is made to name its own objects so, as
     the local copy names its own files (:func:`tests.spark.harness.copy_base`)."""
-    for path in ckpt.glob("state/*/_metadata/v2/*"):
-        if path.name.startswith("."):
-            continue
-        text = path.read_text()
-        moved = text.replace(f"file:{ckpt}/", f"{url.replace('s3://', 's3a://', 1)}/")
-        if moved != text:
-            s3.put_bytes(f"{url.split('/', 3)[3]}/{path.relative_to(ckpt).as_posix()}", moved.encode())
+    bucket_url = url.replace("s3://", "s3a://", 1)
+    for path, moved in moved_schema_paths(ckpt, f"file:{ckpt}/", f"{bucket_url}/"):
+        s3.put_bytes(f"{url.split('/', 3)[3]}/{path.relative_to(ckpt).as_posix()}", moved.encode())
 
 
 def assert_same_verdict(local: Any, remote: Any) -> None:
@@ -234,17 +229,14 @@ def _at_the_restart_location(ckpt: Path) -> None:
     (sidecar rewritten); the verdict then answers for the checkpoint Spark restarted. The recorded root is read off
     the metadata's own paths (the part before ``/state/<op>/_stateSchema/``). (Until 2026-11-27 these cases passed
     only where the generator's scratch dir still held the base.)"""
-    for path in ckpt.glob("state/*/_metadata/v2/*"):
-        if path.name.startswith("."):
-            continue
-        text = path.read_text()
-        roots = set(re.findall(r'"(?:file:)?(/[^"]*?)/state/\d+/_stateSchema/', text))
-        if len(roots) != 1 or roots == {str(ckpt)}:
-            continue
-        path.write_text(text.replace(roots.pop(), str(ckpt)))
-        sidecar = path.with_name(f".{path.name}.crc")
-        if sidecar.exists():
-            sidecar.write_bytes(hadoop_crc(path.read_bytes()))
+    roots = {
+        root
+        for path in ckpt.glob("state/*/_metadata/v2/*")
+        if not path.name.startswith(".")
+        for root in re.findall(r'"(?:file:)?(/[^"]*?)/state/\d+/_stateSchema/', path.read_text())
+    }
+    for root in roots - {str(ckpt)}:
+        rewrite_schema_paths(ckpt, root, str(ckpt))
 
 
 def _recorded_cases(version: str) -> list[str]:

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -445,23 +446,27 @@ def build_base(
     return ckpt, input_dir, output_dir
 
 
-def _relocate_schema_paths(old: Path, new: Path) -> None:
+def moved_schema_paths(ckpt: Path, old: str, new: str) -> Iterator[tuple[Path, str]]:
     """transformWithState's operator metadata v2 names its schema files by absolute path, and a restart reads them
-    there: a copy whose metadata still named the base's files would restart on the base's (undamaged) schema, so
-    a damaged schema file in the copy would go unseen (until 2026-11-28 it did: ``schema_v3_type_name_flipped``
-    restarted everywhere). The copy's metadata names its own files, as after ``ckptfix migrate relocate``."""
-    from tests.support.trees import hadoop_crc
-
-    for path in new.glob("state/*/_metadata/v2/*"):
+    there: each metadata file of ``ckpt`` that names ``old``, with its text naming ``new`` instead."""
+    for path in ckpt.glob("state/*/_metadata/v2/*"):
         if path.name.startswith("."):
             continue
         text = path.read_text()
-        moved = text.replace(f"file:{old}/", f"file:{new}/")
+        moved = text.replace(old, new)
         if moved != text:
-            path.write_text(moved)
-            sidecar = path.with_name(f".{path.name}.crc")
-            if sidecar.exists():
-                sidecar.write_bytes(hadoop_crc(moved.encode()))
+            yield path, moved
+
+
+def rewrite_schema_paths(ckpt: Path, old: str, new: str) -> None:
+    """:func:`moved_schema_paths` written back, with their Hadoop .crc sidecars."""
+    from tests.support.trees import hadoop_crc
+
+    for path, moved in list(moved_schema_paths(ckpt, old, new)):
+        path.write_text(moved)
+        sidecar = path.with_name(f".{path.name}.crc")
+        if sidecar.exists():
+            sidecar.write_bytes(hadoop_crc(moved.encode()))
 
 
 def copy_base(base: tuple[Path, Path, Path], dest: Path) -> tuple[Path, Path, Path]:
@@ -473,7 +478,10 @@ def copy_base(base: tuple[Path, Path, Path], dest: Path) -> tuple[Path, Path, Pa
     new_ckpt = dest / "ckpt"
     new_out = dest / output_dir.name
     shutil.copytree(ckpt, new_ckpt)
-    _relocate_schema_paths(ckpt, new_ckpt)
+    # a copy whose metadata still named the base's schema files would restart on the base's (undamaged) ones, so
+    # a damaged schema file in the copy went unseen (until 2026-11-28: schema_v3_type_name_flipped restarted
+    # everywhere); the copy names its own files, as after `ckptfix migrate relocate`
+    rewrite_schema_paths(new_ckpt, f"file:{ckpt}/", f"file:{new_ckpt}/")
     if output_dir.exists():
         shutil.copytree(output_dir, new_out)
     app = append_dir(output_dir)

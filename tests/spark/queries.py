@@ -196,6 +196,12 @@ def _verify_join(inputs: list[dict[str, Any]], out: list[tuple[int, dict[str, An
 
 
 def _build_pandas_state(spark: Any, input_dir: Path, output_dir: Path) -> Any:
+    return pandas_state_query(spark, input_dir, output_dir)
+
+
+def pandas_state_query(spark: Any, input_dir: Path, output_dir: Path, state_type: str = "cnt LONG, total LONG") -> Any:
+    """applyInPandasWithState counting rows and summing values per key (the ``pandas_state`` scenario; a changed
+    ``state_type`` is tests/audit_query's changed query)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     def count(key: Any, pdfs: Any, state: Any) -> Any:
@@ -210,7 +216,7 @@ def _build_pandas_state(spark: Any, input_dir: Path, output_dir: Path) -> Any:
 
     df = _source(spark, input_dir).groupBy("key")
     agg = df.applyInPandasWithState(
-        count, "key STRING, cnt LONG, total LONG", "cnt LONG, total LONG", "update", GroupStateTimeout.NoTimeout
+        count, "key STRING, cnt LONG, total LONG", state_type, "update", GroupStateTimeout.NoTimeout
     )
     return _foreach_batch_writer(agg, output_dir).outputMode("update")
 

@@ -9,27 +9,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests.spark.queries import _foreach_batch_writer, _source
+from tests.spark.queries import pandas_state_query
 
 
 def _query(spark: Any, state_type: str) -> Any:
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    def count(key: Any, pdfs: Any, state: Any) -> Any:
-        import pandas as pd
-
-        cnt, total = state.get if state.exists else (0, 0)
-        for pdf in pdfs:
-            cnt += len(pdf)
-            total += int(pdf["value"].sum())
-        state.update((cnt, total))
-        yield pd.DataFrame({"key": [key[0]], "cnt": [cnt], "total": [total]})
-
-    df = _source(spark, Path(os.environ["CKPTFIX_AQ_INPUT"])).groupBy("key")
-    agg = df.applyInPandasWithState(
-        count, "key STRING, cnt LONG, total LONG", state_type, "update", GroupStateTimeout.NoTimeout
+    return pandas_state_query(
+        spark, Path(os.environ["CKPTFIX_AQ_INPUT"]), Path(os.environ["CKPTFIX_AQ_OUTPUT"]), state_type
     )
-    return _foreach_batch_writer(agg, Path(os.environ["CKPTFIX_AQ_OUTPUT"])).outputMode("update")
 
 
 def same(spark: Any) -> Any:
