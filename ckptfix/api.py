@@ -543,10 +543,8 @@ def undo(
     ``<sink>/_ckptfix``: pass the sink as ``ckpt_or_url``)."""
     from ckptfix.repair import engine
 
-    url, opts = _url_of(ckpt_or_url, storage_options)
-    backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
-    engine.runs_home(url, backup, opts)
-    return engine.undo(Location(url, opts), backup, run_id, progress, force=force, idle_seconds=idle_seconds)
+    ckpt, backup = _runs_of(ckpt_or_url, storage_options, backup_url)
+    return engine.undo(ckpt, backup, run_id, progress, force=force, idle_seconds=idle_seconds)
 
 
 @_python_names
@@ -563,10 +561,8 @@ def resume(
     :func:`undo`."""
     from ckptfix.repair import engine
 
-    url, opts = _url_of(ckpt_or_url, storage_options)
-    backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
-    engine.runs_home(url, backup, opts)
-    return engine.resume(Location(url, opts), backup, run_id, progress)
+    ckpt, backup = _runs_of(ckpt_or_url, storage_options, backup_url)
+    return engine.resume(ckpt, backup, run_id, progress)
 
 
 @_python_names
@@ -580,11 +576,22 @@ def history(
     ``status``: complete, incomplete, undone, undo-incomplete or failed), oldest first."""
     from ckptfix.repair import engine
 
+    _, backup = _runs_of(ckpt_or_url, storage_options, backup_url)
+    runs = engine.Runs(backup)
+    return [runs.info(r) for r in runs.run_ids()]
+
+
+def _runs_of(
+    ckpt_or_url: Checkpoint | PathLike, storage_options: Mapping[str, Any] | None, backup_url: PathLike | None
+) -> tuple[Location, Location]:
+    """The checkpoint (or file sink) and the backup location holding its runs (``backup_url`` or the default),
+    checked to be that location's runs (undo, resume, history)."""
+    from ckptfix.repair import engine
+
     url, opts = _url_of(ckpt_or_url, storage_options)
     backup = Location(_fspath(backup_url) or engine.default_backup_url(url), opts)
     engine.runs_home(url, backup, opts)
-    runs = engine.Runs(backup)
-    return [runs.info(r) for r in runs.run_ids()]
+    return Location(url, opts), backup
 
 
 def _url_of(

@@ -29,6 +29,17 @@ COMPACT_INTERVAL_CONF = "spark.sql.streaming.fileSink.log.compactInterval"
 DEFAULT_COMPACT_INTERVAL = 10
 
 
+def told_compact_interval(session_conf: Mapping[str, str]) -> int:
+    """The file sink log's compact interval the restarting session sets (``--conf``), else Spark's default."""
+    told = session_conf.get(COMPACT_INTERVAL_CONF, "").strip()
+    return int(told) if told.isdigit() and int(told) > 0 else DEFAULT_COMPACT_INTERVAL
+
+
+def next_compaction(batch: int, interval: int) -> int:
+    """The first compaction batch at or after ``batch``: b compacts when ``(b + 1) % interval == 0``."""
+    return batch + (interval - (batch + 1) % interval) % interval
+
+
 @dataclass(frozen=True)
 class DeltaTable:
     """The replayed transaction identifiers of a Delta table: the table's version and the newest ``txn`` per

@@ -29,7 +29,7 @@ from ckptfix.checkpoint import OperatorDir
 from ckptfix.errors import FormatError
 from ckptfix.formats.offsetlog import SourceOffset, file_source_log_offset
 from ckptfix.formats.unsaferow import StructType
-from ckptfix.sinks import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL
+from ckptfix.sinks import next_compaction, told_compact_interval
 from ckptfix.state.schemas import AGGREGATION, OperatorInfo, operator_info, store_schema
 
 GUIDE = "Spark guide, Recovery Semantics after Changes in a Streaming Query"
@@ -647,9 +647,8 @@ def _log_starts_past_zero(ctx: AuditContext, path: str) -> Iterator[Finding]:
     first, K = ctx.next_batch, ctx.latest_commit
     if first is None or first <= 0 or K is None:
         return
-    told = ctx.session_conf.get(COMPACT_INTERVAL_CONF, "").strip()
-    interval = int(told) if told.isdigit() and int(told) > 0 else DEFAULT_COMPACT_INTERVAL
-    compaction = first + (interval - (first + 1) % interval) % interval
+    interval = told_compact_interval(ctx.session_conf)
+    compaction = next_compaction(first, interval)
     yield Q_SINK.finding(
         f"not allowed (silently wrong): the new query's file sink writes to {path}, which has no _spark_metadata "
         f"log, while batches 0..{K} are committed: the restart writes _spark_metadata/{first} as the log's first "

@@ -15,7 +15,7 @@ from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.errors import CkptfixError, FormatError
 from ckptfix.formats import compactlog
-from ckptfix.sinks import COMPACT_INTERVAL_CONF, DEFAULT_COMPACT_INTERVAL, Sink
+from ckptfix.sinks import Sink, next_compaction, told_compact_interval
 
 SINK_AHEAD = define(
     "SINK-AHEAD",
@@ -182,11 +182,6 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         )
 
 
-def _compact_interval_default(ctx: AuditContext) -> int:
-    told = ctx.session_conf.get(COMPACT_INTERVAL_CONF, "").strip()
-    return int(told) if told.isdigit() and int(told) > 0 else DEFAULT_COMPACT_INTERVAL
-
-
 @check
 def sink_compaction(ctx: AuditContext) -> Iterator[Finding]:
     """The file sink log's next compaction, from the first batch the restart makes the sink write: the entries it
@@ -198,8 +193,8 @@ def sink_compaction(ctx: AuditContext) -> Iterator[Finding]:
         return  # no log and no data: maybe not the sink at all; SINK-NO-LOG says both readings
     S = sink.log.latest
     first = max(ctx.next_batch, -1 if S is None else S + 1)  # FileStreamSink.addBatch skips ids <= the newest
-    interval = sink.compact_interval(_compact_interval_default(ctx))
-    compaction = first + (interval - (first + 1) % interval) % interval
+    interval = sink.compact_interval(told_compact_interval(ctx.session_conf))
+    compaction = next_compaction(first, interval)
     for b, rel in sink.compaction_reads(compaction, interval):
         if b >= first:
             break  # written by this run before it gets there
