@@ -54,6 +54,25 @@ class StoreShape:
 
 
 @dataclass(frozen=True)
+class WindowShape:
+    """The time window an aggregation groups by (``window(ts, duration, slide, startTime)``), in microseconds, as
+    Spark computes it for the new query: windows start at ``offset + k * slide`` and last ``duration``."""
+
+    field: int  # the window struct's index in the operator's key
+    duration: int
+    slide: int
+    offset: int  # 0 <= offset < slide
+
+    def describe(self) -> str:
+        def span(micros: int) -> str:
+            return f"{micros / 1_000_000:g} s"
+
+        shape = "tumbling" if self.slide == self.duration else f"sliding every {span(self.slide)}"
+        start = f", offset {span(self.offset)}" if self.offset else ""
+        return f"{span(self.duration)} windows, {shape}{start}"
+
+
+@dataclass(frozen=True)
 class OperatorShape:
     operator_id: int
     name: str  # Spark's StateStoreWriter.shortName: stateStoreSave, dedupe, symmetricHashJoin, ...
@@ -62,6 +81,8 @@ class OperatorShape:
     state_format_version: int | None = None
     num_partitions: int | None = None
     detail: str = ""  # e.g. join type, grouping keys (for messages)
+    #: the time window among the keys (an aggregation by window(...)); None: none, or not one Spark could tell
+    window: WindowShape | None = None
 
 
 @dataclass(frozen=True)

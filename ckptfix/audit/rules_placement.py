@@ -23,14 +23,15 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding
 from ckptfix.audit.registry import check, define
 from ckptfix.audit.rules_state import CODEC, expected_partitions, store_unique_id, unique_ids
-from ckptfix.checkpoint import Checkpoint, OperatorDir, StoreDir
+from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, UsageError
-from ckptfix.formats import codec, rocksdbzip, sst, statefile
+from ckptfix.formats import codec, rocksdbzip
 from ckptfix.state.decode import Decoder
 from ckptfix.state.placement import Placement, TwsPlacer, placement
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
+from ckptfix.stores import sample
 
 STRICT = "spark.sql.streaming.statefulOperator.useStrictDistribution"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
@@ -93,7 +94,7 @@ def state_placement(ctx: AuditContext) -> Iterator[Finding]:
                     continue
                 # newest first, until a file holds keys (a dropDuplicates delta holds only the keys first seen in
                 # its batch: often none)
-                for step in _newest_steps(store, N, found.kind, uid)[:FILES]:
+                for step in sample.newest_steps(store, N, found.kind, uid)[:FILES]:
                     got = _partitions_of_sample(ctx, store, step, compression, decoder, where, n)
                     for g in got:
                         if g != p:
@@ -121,11 +122,11 @@ def _tws_placement(
         uid = store_unique_id(ids, op.operator, p, 0)
         if p >= n or store is None or (ids is not None and uid is None):
             continue
-        for step in [s for s in _newest_steps(store, ctx.state_version, "rocksdb", uid) if s.kind == "zip"][:1]:
+        for step in [s for s in sample.newest_steps(store, ctx.state_version, "rocksdb", uid) if s.kind == "zip"][:1]:
             path = ck.display(step.rel)
             try:
                 meta = rocksdbzip.parse(ck.read(step.rel), path).metadata
-                keys = _sst_keys(ck, store, meta)
+                keys = sample.sst_keys(ck, store, meta, SAMPLE)
             except FormatError:
                 continue
             placer = TwsPlacer(info, meta.column_family_mapping or {}, path, avro=avro)
@@ -136,22 +137,6 @@ def _tws_placement(
                     continue  # a family ckptfix does not place (or cannot decode): no evidence either way
                 if got != p:
                     wrong.setdefault(p, {})[got] = step.rel
-
-
-def _newest_steps(store: StoreDir, version: int, provider: str, uid: str | None) -> list[chains.Step]:
-    """The files the load of ``version`` reads, newest first ([]: the chain is broken, which the chain check
-    reports). Format v2: the changelog and the zip of that version with the commit's id."""
-    if uid is not None:
-        return [
-            chains.Step(rel, kind, version, uid)
-            for kind in ("changelog", "zip")
-            if (rel := store.files.get((kind, version, uid)))
-        ]
-    try:
-        chain = chains.plan(store, version, provider)
-    except FormatError:
-        return []
-    return list(reversed(chain.files))
 
 
 def _partitions_of_sample(
@@ -165,35 +150,11 @@ def _partitions_of_sample(
 ) -> list[int]:
     """The partitions Spark's hash partitioning gives the first :data:`SAMPLE` keys of ``step`` ([] when the file
     cannot be read: the chain check reports that)."""
-    ck = ctx.ckpt
-    path = ck.display(step.rel)
     try:
-        return [where.partition(decoder.key(key), n) for key in _sample_keys(ck, store, step, compression, path)]
+        keys = sample.first_keys(ctx.ckpt, store, step, compression, SAMPLE)
+        return [where.partition(decoder.key(key), n) for key in keys]
     except (FormatError, UsageError, TypeError, ValueError, KeyError):
         return []
-
-
-def _sst_keys(ck: Checkpoint, store: StoreDir, meta: rocksdbzip.RocksDBMetadata) -> list[bytes]:
-    """Up to :data:`SAMPLE` keys of the zip's smallest SST (its first data block)."""
-    listed = [s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts]
-    if not listed:
-        return []
-    smallest = min(listed, key=lambda s: s.size_bytes)
-    return sst.first_keys(ck.location.read(f"{store.rel}/SSTs/{smallest.dfs_sst_file_name}"), SAMPLE)
-
-
-def _sample_keys(ck: Checkpoint, store: StoreDir, step: chains.Step, compression: str, path: str) -> list[bytes]:
-    """Up to :data:`SAMPLE` raw keys of ``step``: a delta's, snapshot's or changelog's first records; a zip's
-    smallest SST's first data block (the table holds this partition's keys like any other)."""
-    if step.kind == "zip":
-        return _sst_keys(ck, store, rocksdbzip.parse(ck.read(step.rel), path).metadata)
-    raw, _ = statefile.decompress_as_read(compression, ck.read(step.rel), path, step.kind)  # type: ignore[arg-type]
-    keys: list[bytes] = []
-    for rec in statefile.iter_records(raw, path, step.kind):  # type: ignore[arg-type]
-        keys.append(rec.key)
-        if len(keys) >= SAMPLE:
-            break
-    return keys
 
 
 def _finding(ctx: AuditContext, op_id: int, wrong: dict[int, dict[int, str]]) -> Finding:

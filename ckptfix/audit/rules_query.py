@@ -16,21 +16,26 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, Skipped, SparkError
-from ckptfix.audit.queryshape import OperatorShape, QueryShape, SourceShape, StoreShape, compatible, ddl
+from ckptfix.audit.queryshape import OperatorShape, QueryShape, SourceShape, StoreShape, WindowShape, compatible, ddl
 from ckptfix.audit.registry import check, define
-from ckptfix.audit.rules_state import first_state_file_missing
+from ckptfix.audit.rules_state import CODEC, first_state_file_missing, store_unique_id, unique_ids
 from ckptfix.audit.targets import SparkTarget
 from ckptfix.checkpoint import OperatorDir
-from ckptfix.errors import FormatError
+from ckptfix.errors import FormatError, UsageError
+from ckptfix.formats import codec
 from ckptfix.formats.offsetlog import SourceOffset, file_source_log_offset
 from ckptfix.formats.unsaferow import StructType
 from ckptfix.sinks import next_compaction, told_compact_interval
-from ckptfix.state.schemas import AGGREGATION, OperatorInfo, operator_info, store_schema
+from ckptfix.state.decode import Decoder
+from ckptfix.state.schemas import AGGREGATION, OperatorInfo, StoreSchema, operator_info, store_schema
+from ckptfix.stores import provider as providers
+from ckptfix.stores import sample
 
 GUIDE = "Spark guide, Recovery Semantics after Changes in a Streaming Query"
 
@@ -115,6 +120,20 @@ Q_MEANING = define(
     "join whose sides swapped reads each side's stored rows as the other's (an error).",
     "Keep the aggregate functions and the keys, or start the changed query on a new checkpoint (`ckptfix offsets "
     "export` keeps the sources' positions).",
+)
+Q_WINDOW = define(
+    "QUERY-WINDOW",
+    "error",
+    "The new query's time windows are not the stored windows",
+    "A windowed aggregation stores its state by window (start, end) and the key schema is the same for any "
+    "window duration, slide or start time, so Spark's schema check passes and the restart works (seen on 4.3.0, "
+    "damage hunt 9: 10 s windows changed to 20 s, and tumbling windows changed to sliding ones). The stored "
+    "windows are never updated again and are emitted (append mode) with what they held; the new windows start "
+    "without the rows already consumed, and the windows a sliding query adds between stored ones are never "
+    "complete. ckptfix decodes a sample of the stored keys of each partition and compares their windows with the "
+    "windows Spark computes for the new query's window(...) call.",
+    "Keep the window(...) arguments of the checkpointed query, or run the changed query on a new checkpoint that "
+    "reads its input from the start (its windows need the rows the old query consumed).",
 )
 Q_REORDERED = define(
     "QUERY-STATE-REORDERED",
@@ -609,6 +628,209 @@ def _compare_store(
             f"{ddl(store.value)}: only names differ; Spark reads the stored values by position",
             [Evidence(where)],
         )
+
+
+# ------------------------------------------------------------------------------------ windows
+
+WINDOW_SAMPLE = 16  # keys decoded per partition
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@check
+def query_windows(ctx: AuditContext) -> Iterator[Finding]:
+    q = _query(ctx)
+    if q is None or ctx.state_version <= 0:
+        return
+    for new in q.operators:
+        op = ctx.ckpt.state.operators.get(new.operator_id)
+        if new.window is None or op is None:
+            continue
+        try:
+            info = operator_info(ctx.ckpt, op)
+            schema = store_schema(ctx.ckpt, op, info, "default")
+        except FormatError:
+            continue
+        if info.name not in (None, AGGREGATION) or new.window.field >= len(schema.key.fields):
+            continue
+        field = schema.key.fields[new.window.field].name
+        stored, where = _stored_windows(ctx, op, schema, field)
+        if stored:
+            found = list(_compare_windows(ctx, new, new.window, stored, where))
+            yield from found or _compare_last_batch(ctx, op, schema, field, new, new.window)
+
+
+def _stored_windows(
+    ctx: AuditContext, op: OperatorDir, schema: StoreSchema, field: str
+) -> tuple[set[tuple[int, int]], dict[tuple[int, int], str]]:
+    """The (start, end) of the windows in a sample of the stored keys (microseconds), and a file each was read from.
+    Keys that do not decode, or whose window is not a (timestamp, timestamp) struct, give nothing."""
+    ck, N = ctx.ckpt, ctx.state_version
+    ids = unique_ids(ctx, N)
+    found = providers.of(ctx.conf, op)
+    compression = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+    decoder = Decoder(schema, found.kind, ck.display(op.rel))
+    windows: dict[tuple[int, int], str] = {}
+    for p in sorted(op.partitions):
+        store = op.partitions[p].get("default")
+        uid = store_unique_id(ids, op.operator, p, 0)
+        if store is None or (ids is not None and uid is None):
+            continue
+        for step in sample.newest_steps(store, N, found.kind, uid)[:4]:
+            try:
+                keys = [decoder.key(k) for k in sample.first_keys(ck, store, step, compression, WINDOW_SAMPLE)]
+            except (FormatError, UsageError, TypeError, ValueError, KeyError):
+                break
+            for key in keys:
+                w = key.get(field)
+                if isinstance(w, dict) and isinstance(w.get("start"), datetime) and isinstance(w.get("end"), datetime):
+                    windows.setdefault((_micros(w["start"]), _micros(w["end"])), ck.display(step.rel))
+            if keys:
+                break
+    return set(windows), windows
+
+
+def _micros(t: datetime) -> int:
+    return (t - _EPOCH) // timedelta(microseconds=1)
+
+
+def _when(micros: int) -> str:
+    return (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+
+
+def _span(pair: tuple[int, int]) -> str:
+    return f"[{_when(pair[0])}, {_when(pair[1])})"
+
+
+def _compare_windows(
+    ctx: AuditContext,
+    new: OperatorShape,
+    window: WindowShape,
+    stored: set[tuple[int, int]],
+    where: dict[tuple[int, int], str],
+) -> Iterator[Finding]:
+    label = f"operator {new.operator_id} ({new.name})"
+    lengths = sorted({e - s for s, e in stored})
+    other = sorted(w for w in stored if w[1] - w[0] != window.duration)
+    misaligned = sorted(w for w in stored if (w[0] - window.offset) % window.slide)
+    example = (other or misaligned or sorted(stored))[0]
+    evidence = [Evidence(where[example], expected=window.describe(), found=f"stored window {_span(example)}")]
+    if other or misaligned:
+        what = (
+            "the stored windows last " + ", ".join(f"{n / 1_000_000:g} s" for n in lengths)
+            if other
+            else f"stored windows start at times the new windows never start at (e.g. {_span(misaligned[0])})"
+        )
+        yield Q_WINDOW.finding(
+            f"not allowed (silently wrong): {label}: {what}; the new query's windows are {window.describe()}. "
+            "Spark restarts (the key schema is the same): the stored windows (e.g. "
+            f"{_span(example)}) are never updated again, and the new windows start without the rows already "
+            "consumed",
+            evidence,
+            silent=True,
+        )
+        return
+
+
+def _compare_last_batch(
+    ctx: AuditContext, op: OperatorDir, schema: StoreSchema, field: str, new: OperatorShape, window: WindowShape
+) -> Iterator[Finding]:
+    """A batch updates every window its rows fall in: windows the last batch updated alone, where the new query
+    would put their rows in others too, were made by other windows (damage hunt 9, D22: tumbling 10 s changed to
+    10 s sliding every 5 s restarted on 4.3.0 and never emitted the windows between the stored ones)."""
+    if window.slide == window.duration:
+        return
+    label = f"operator {new.operator_id} ({new.name})"
+    last = _last_batch_windows(ctx, op, schema, field)
+    if last is None:
+        return
+    version, groups = last
+    for rest, files in groups.items():
+        updated = set(files)
+        lone = next((w for w in sorted(updated) if not _rows_fit(w, updated, window)), None)
+        if lone is None:
+            continue
+        rel = files[lone]
+        others = sorted(updated - {lone})
+        yield Q_WINDOW.finding(
+            f"not allowed (silently wrong): {label}: the batch of state version {version} updated window "
+            f"{_span(lone)} of key ({rest}) "
+            + (f"and {', '.join(_span(w) for w in others[:3])}" if others else "and no other window of it")
+            + f"; the new query's windows are {window.describe()}, which puts every row of that window in "
+            "others too: the checkpoint was written with other windows. Spark restarts (the key schema is the "
+            "same); the windows the new query adds beside the stored ones start without the rows already consumed",
+            [Evidence(ctx.ckpt.display(rel), expected=window.describe(), found=f"{_span(lone)} alone")],
+            silent=True,
+        )
+        return
+
+
+_MAX_CHANGES = 50_000  # records read from one version's deltas/changelogs, all partitions together
+
+
+def _last_batch_windows(
+    ctx: AuditContext, op: OperatorDir, schema: StoreSchema, field: str
+) -> tuple[int, dict[str, dict[tuple[int, int], str]]] | None:
+    """The windows the newest batch that updated any put rows in, per the rest of the key (all partitions: the
+    window is part of the partitioning key). Read from each partition's delta/changelog of that version, which holds
+    every window the batch updated (removals aside). None where that is not known: a version without such a file
+    in every partition, format v2 before the latest version, too many records."""
+    ck, N = ctx.ckpt, ctx.state_version
+    ids = unique_ids(ctx, N)
+    compression = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+    decoder = Decoder(schema, providers.of(ctx.conf, op).kind, ck.display(op.rel))
+    for version in range(N, max(N - 4, 0), -1):
+        if ids is not None and version != N:
+            return None
+        groups: dict[str, dict[tuple[int, int], str]] = {}
+        total = 0
+        for p in sorted(op.partitions):
+            store = op.partitions[p].get("default")
+            uid = store_unique_id(ids, op.operator, p, 0)
+            if store is None:
+                continue
+            rel, kind = next(
+                ((r, k) for k in ("delta", "changelog") if (r := store.files.get((k, version, uid)))), (None, "")
+            )
+            if rel is None:
+                return None
+            try:
+                records = sample.changes(ck, rel, kind, compression, _MAX_CHANGES - total)
+                if records is None:
+                    return None
+                total += len(records)
+                for rec in records:
+                    if rec.value is None:
+                        continue  # a removal (an evicted window): no rows
+                    key = decoder.key(rec.key)
+                    w = key.get(field)
+                    if not (isinstance(w, dict) and isinstance(w.get("start"), datetime)):
+                        return None
+                    rest = ", ".join(f"{k}={v!r}" for k, v in key.items() if k != field)
+                    groups.setdefault(rest, {}).setdefault((_micros(w["start"]), _micros(w["end"])), rel)
+            except (FormatError, UsageError, TypeError, ValueError, KeyError):
+                return None
+        if groups:
+            return version, groups
+    return None
+
+
+def _rows_fit(w: tuple[int, int], updated: set[tuple[int, int]], window: WindowShape) -> bool:
+    """Whether a row somewhere in window ``w`` would, under the new query's windows, update only windows in
+    ``updated``: a batch updates every window its rows fall in. Windows the new query would not make are left to
+    the duration and alignment checks (True). Checked at each point where the set of windows holding a time
+    changes."""
+    D, S, O = window.duration, window.slide, window.offset
+    s, e = w
+    if e - s != D or (s - O) % S or D // S > 1000:
+        return True
+    points = {s + m * S for m in range(-(-D // S))}
+    points |= {x + D for x in range(s - ((D // S) * S), s, S) if s <= x + D < e}
+    for t in sorted(p for p in points if s <= p < e):
+        first = t - ((t - O) % S)  # the newest window start at or before t
+        holding = [(x, x + D) for x in range(first, t - D, -S)]
+        if all(h in updated for h in holding):
+            return True
+    return False
 
 
 # -------------------------------------------------------------------------------------- confs

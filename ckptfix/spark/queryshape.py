@@ -17,11 +17,12 @@ back afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape, StoreShape
+from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape, StoreShape, WindowShape
 from ckptfix.errors import UsageError
 from ckptfix.formats.unsaferow import StructType, parse_schema
 from ckptfix.spark import jvm
@@ -147,7 +148,8 @@ def _shape(spec: str, spark: Any, writer: Any, session_conf: dict[str, str]) -> 
     sources = [_source(spark, rel) for rel in jvm.streaming_relations(analyzed)]
     watermarks = sum(1 for node in jvm.walk(analyzed) if jvm.simple_name(node) == "EventTimeWatermark")
     ie = _incremental_execution(spark, jdf)
-    operators = [op for node in jvm.walk(ie.executedPlan()) if (op := _operator(node)) is not None]
+    windows = functools.cache(lambda: _windows(analyzed))  # walked only for an aggregation keyed by a window
+    operators = [op for node in jvm.walk(ie.executedPlan()) if (op := _operator(node, windows)) is not None]
     operators.sort(key=lambda o: o.operator_id)
     return QueryShape(
         refused=_refused(spark, writer, analyzed),
@@ -250,7 +252,63 @@ _STATEFUL = {
 }
 
 
-def _operator(node: Any) -> OperatorShape | None:
+#: the key attribute Spark's TimeWindowing marks as a time window (TimeWindow.marker)
+_WINDOW_MARKER = "spark.timeWindow"
+
+
+def _windows(analyzed: Any) -> set[tuple[int, int, int]]:
+    """Every time window of the analyzed query, as (duration, slide, offset) in microseconds (damage hunt 9,
+    D21/D22: a changed window restarted silently wrong on 4.3.0). The analyzer (TimeWindowing, the same on 3.5 and
+    4.x) replaces ``window(ts, duration, slide, startTime)`` by ``named_struct('start', ..., 'end', ...)`` where the
+    end is ``start + duration``, the start ``ts - (ts - startTime) % slide`` (made non-negative), all in
+    microseconds: the three literals are read from there. The analyzed plan is the only form every query has (a
+    DataFrame built further after the aggregation embeds it analyzed)."""
+    found: set[tuple[int, int, int]] = set()
+    for plan in jvm.walk(analyzed):
+        for top in jvm.seq(plan.expressions()):
+            for expr in jvm.walk(top):
+                if jvm.simple_name(expr) == "CreateNamedStruct" and (spec := _window_struct(expr)) is not None:
+                    found.add(spec)
+    return found
+
+
+def _window_struct(struct: Any) -> tuple[int, int, int] | None:
+    if [str(n) for n in jvm.seq(struct.names())] != ["start", "end"]:
+        return None
+    nodes = list(jvm.walk(jvm.seq(struct.valExprs())[1]))
+    add = next((n for n in nodes if jvm.simple_name(n) == "Add"), None)
+    rem = next((n for n in nodes if jvm.simple_name(n) == "Remainder"), None)
+    if add is None or rem is None or jvm.simple_name(rem.left()) != "Subtract":
+        return None
+    duration, slide, start = (_long(add.right()), _long(rem.right()), _long(rem.left().right()))
+    if duration is None or slide is None or start is None or slide <= 0 or duration < slide:
+        return None
+    return duration, slide, start % slide
+
+
+def _long(expr: Any) -> int | None:
+    if jvm.simple_name(expr) != "Literal":
+        return None
+    try:
+        return int(expr.value())
+    except (TypeError, ValueError):
+        return None
+
+
+def _window_key(keys: list[Any], windows: Callable[[], set[tuple[int, int, int]]]) -> WindowShape | None:
+    """The window among an aggregation's keys, when the query has one window spec (several: which key holds
+    which is not told here)."""
+    marked = [i for i, a in enumerate(keys) if bool(a.metadata().contains(_WINDOW_MARKER))]
+    if len(marked) != 1:
+        return None
+    specs = windows()
+    if len(specs) != 1:
+        return None
+    duration, slide, offset = next(iter(specs))
+    return WindowShape(marked[0], duration, slide, offset)
+
+
+def _operator(node: Any, windows: Callable[[], set[tuple[int, int, int]]]) -> OperatorShape | None:
     cls = jvm.simple_name(node)
     if cls not in _STATEFUL:
         return None
@@ -268,6 +326,10 @@ def _operator(node: Any) -> OperatorShape | None:
     detail = ""
     with contextlib.suppress(Exception):
         stores, detail = _stores(node, cls)
+    window = None
+    if cls == "StateStoreSaveExec":
+        with contextlib.suppress(Exception):
+            window = _window_key(jvm.seq(node.keyExpressions()), windows)
     return OperatorShape(
         operator_id=int(info.operatorId()),
         name=name,
@@ -276,6 +338,7 @@ def _operator(node: Any) -> OperatorShape | None:
         state_format_version=version,
         num_partitions=int(info.numPartitions()),
         detail=detail,
+        window=window,
     )
 
 

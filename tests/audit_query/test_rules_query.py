@@ -386,3 +386,29 @@ def test_a_file_sink_into_a_path_without_a_log(filesink: Path, tmp_path: Path, c
         assert report.verdict.error.error_class == "BATCH_METADATA_NOT_FOUND"
     else:
         assert moved.silent and report.verdict.restarts
+
+
+S = 1_000_000  # a second in microseconds
+
+
+@pytest.mark.parametrize(
+    ("duration", "slide", "updated", "fits"),
+    [
+        (10, 10, {(0, 10)}, True),  # tumbling: a row is in one window
+        (10, 5, {(0, 10)}, False),  # sliding every 5 s: every row of [0, 10) is in [-5, 5) or [5, 15) too
+        (10, 5, {(0, 10), (5, 15)}, True),  # a row in [5, 10)
+        (10, 5, {(-5, 5), (0, 10)}, True),  # a row in [0, 5)
+        (10, 3, {(-6, 4), (-3, 7), (0, 10)}, True),  # a row in [1, 3) is in these three (starts -6, -3, 0)
+        (10, 3, {(-3, 7), (0, 10)}, False),  # every time in [0, 10) is in a third window
+        (20, 10, {(0, 10)}, True),  # another duration: left to the duration check
+    ],
+)
+def test_a_batch_updates_every_window_its_rows_fall_in(
+    duration: int, slide: int, updated: set[tuple[int, int]], fits: bool
+) -> None:
+    from ckptfix.audit.queryshape import WindowShape
+    from ckptfix.audit.rules_query import _rows_fit
+
+    window = WindowShape(0, duration * S, slide * S, 0)
+    micros = {(a * S, b * S) for a, b in updated}
+    assert all(_rows_fit(w, micros, window) for w in micros) is fits
