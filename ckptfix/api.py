@@ -25,6 +25,7 @@ import functools
 import inspect
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -256,6 +257,13 @@ def audit(
     )
 
 
+def _plan_repr(obj: object, plan: Plan, *more: str) -> str:
+    """A plan's repr: what it does, in one line (the dataclass repr held every byte the plan writes, and the storage
+    options, which may hold secrets). ``describe()`` shows the plan itself."""
+    ops = ", ".join(f"{n} {op}" for op, n in sorted(Counter(a.op for a in plan.actions).items())) or "no action"
+    return f"<{type(obj).__name__} {plan.checkpoint!r} fix={plan.fix} {ops}{''.join(' ' + m for m in more)}>"
+
+
 @dataclass
 class RepairPlan:
     """A repair plan with the audit it answers. Nothing is written until :meth:`apply`."""
@@ -273,6 +281,9 @@ class RepairPlan:
     @property
     def empty(self) -> bool:
         return self.plan.empty
+
+    def __repr__(self) -> str:
+        return _plan_repr(self, self.plan, f"unfixed={len(self.unfixed)}")
 
     def describe(self) -> str:
         """The plan as ``ckptfix repair`` prints it (without colours)."""
@@ -357,6 +368,9 @@ class StatePlan:
     storage_options: dict[str, Any] = field(default_factory=dict)
     #: input keys that are not in the state (delete), as "file: line n"
     not_found: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return _plan_repr(self, self.plan)
 
     def describe(self) -> str:
         """The plan as ``ckptfix state delete/put`` prints it (without colours)."""

@@ -12,7 +12,7 @@ class CkptfixError(Exception):
 
 
 #: FormatError kinds about a file that is not there: no byte of it to point at, so the message names no offset
-NO_BYTES = frozenset({"missing-file", "missing-schema", "sst-missing"})
+NO_BYTES = frozenset({"missing-file", "missing-schema", "sst-missing", "no-commits"})
 
 
 class FormatError(CkptfixError):

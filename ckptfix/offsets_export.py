@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix.checkpoint import Checkpoint, LogDir, id_ranges
-from ckptfix.errors import FormatError, UsageError
+from ckptfix.errors import UsageError
 from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
 
 KAFKA_NOTE = (
@@ -115,10 +115,7 @@ def _processed_files(ckpt: Checkpoint, log: LogDir, source: str, upto: int) -> t
                 f"{ckpt.display(f'{log.rel}/{name}')}: expected the file-source log entry {b} "
                 f"(batch entries 0..{upto} list the processed files), found none"
             )
-        try:
-            entries = ckpt.source_log(source, b).entries
-        except FormatError as exc:
-            raise UsageError(str(exc)) from None
+        entries = ckpt.source_log(source, b).entries  # a damaged entry: FormatError, naming the file
         for e in entries:
             batch_id = e.get("batchId")
             if isinstance(batch_id, int) and batch_id > upto:
@@ -174,9 +171,6 @@ def export_offsets(
             f"{ckpt.display(f'commits/{N}')}: batch {N} is not committed (its offsets were planned, not processed); "
             "export a committed batch (default: the last one)"
         )
-    try:
-        entry = ckpt.offset(N)
-    except FormatError as exc:
-        raise UsageError(str(exc)) from None
+    entry = ckpt.offset(N)  # a damaged offset file: FormatError, naming the file
     sources = tuple(_export_source(ckpt, o.source_id, o.json) for o in entry.offsets)
     return OffsetsExport(ckpt.location.url, N, entry.version, sources)

@@ -7,7 +7,8 @@ repair engine's apply/undo/resume, provider migration, repartitioning, async-off
 such as ``step="run", kind="batch", batch=7``). An implementation may ignore what it does not show.
 
 Every call that reports progress takes ``progress=``: a :class:`Progress`, ``None`` (nothing is reported), or,
-for convenience, a plain callable that receives each step's message (``print``, ``list.append``).
+for convenience, a plain callable that receives each step's message and each stage's name (``print``,
+``list.append``).
 """
 
 from __future__ import annotations
@@ -44,10 +45,14 @@ class NullProgress:
 
 
 class Lines(NullProgress):
-    """Each step's message handed to a callable; counted stages are not shown."""
+    """Each step's message handed to a callable, and each stage's name as it begins (with its count when known:
+    ``copying (120)``); the items of a stage are not shown one by one."""
 
     def __init__(self, fn: Callable[[str], Any]) -> None:
         self.fn = fn
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        self.fn(name if total is None else f"{name} ({total})")
 
     def step(self, message: str, **data: Any) -> None:
         self.fn(message)

@@ -52,6 +52,19 @@ def test_audit_is_the_cli_report() -> None:
     assert ckptfix.audit(ckptfix.open_checkpoint(str(SAMPLE)), "3.5").target == "3.5"
 
 
+def test_audit_progress_to_a_plain_callable_names_its_stages() -> None:
+    """``progress=print`` shows something (new-user trial: it printed nothing; the audit reports stages only)."""
+    lines: list[str] = []
+    ckptfix.audit(str(SAMPLE), progress=lines.append)
+    assert lines and lines[0] == "listing", lines
+
+
+def test_a_plan_repr_is_one_line_without_storage_options(tmp_path: Path) -> None:
+    """The dataclass repr held every byte the plan would write, and the storage options (secrets on S3)."""
+    plan = ckptfix.plan_repair(str(SAMPLE), storage_options={"key": "SECRET"})
+    assert repr(plan) == f"<RepairPlan {str(SAMPLE)!r} fix=LOG-ASYNC-GAP 1 write unfixed=0>"
+
+
 class _NoStorage:
     def __getattr__(self, name: str) -> None:
         raise AssertionError(f"repr used the store ({name})")

@@ -167,3 +167,14 @@ def test_a_batch_whose_commit_file_is_gone_but_a_later_one_committed(tmp_path: P
     code, out, err = export(str(ckpt), "--batch", "3", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["batch"] == 3
+
+
+def test_a_damaged_offset_file_is_a_format_error_naming_it(kafka_ckpt: Path) -> None:
+    """A cut offset file is bad input (FormatError, the file and byte), not a usage mistake (new-user trial: the
+    JSON error said kind UsageError)."""
+    (kafka_ckpt / "offsets" / "1").write_bytes(b'v1\n{"batchWatermarkMs":0,')
+    code, out, _ = export(str(kafka_ckpt), "--format", "json")
+    assert code == 2
+    error = json.loads(out)["error"]
+    assert error["kind"] == "FormatError"
+    assert error["message"].startswith(f"{kafka_ckpt / 'offsets' / '1'}: at byte 25: expected offset-log metadata")

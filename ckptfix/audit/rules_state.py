@@ -429,6 +429,21 @@ class StoreCheck:
         assert chain.gap is not None
         rel = chain.gap.path
         base = chain.base.name if chain.base else "empty state"
+        if not self.store.files:
+            # no file of the store at all (its directory gone, or a file in its place): not a store without
+            # changelogs, which its (absent) files would otherwise suggest (new-user trial)
+            entry = self.ctx.ckpt.entries.get(self.store.rel)
+            what = "is missing" if entry is None else "is a file, not a directory" if not entry.is_dir else "is empty"
+            return Problem(
+                CHAIN.id,
+                f"{self.store.rel} {what}: no state file of this store is left, so Spark loads the empty state and "
+                f"then asks for {rel}",
+                (Evidence(self.display(self.store.rel), expected="the store's state files", found=what[3:]),),
+                E.delta_missing(self.ctx.target, rel)
+                if self.provider == "hdfs"
+                else E.streaming_file_missing(self.ctx.target, rel),
+                fix=self.gap_fix(self.store.rel),
+            )
         if self.provider == "hdfs":
             return Problem(
                 CHAIN.id,

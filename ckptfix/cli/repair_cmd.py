@@ -37,7 +37,7 @@ from ckptfix.cli.common import (
     storage_options,
     write_out,
 )
-from ckptfix.errors import CkptfixError
+from ckptfix.errors import CkptfixError, RunInterrupted
 from ckptfix.render import jsonout, text
 from ckptfix.repair import engine
 from ckptfix.repair.fixes import STRATEGIES
@@ -103,12 +103,25 @@ def carry_out(
             then(run_id)
         if not do_apply and not plan.empty:
             dry_run_hint(quiet, apply_does)
+    if not do_apply and not plan.empty:
+        _pending_run_note(where, opts, backup_dir, quiet)
     worse = verdict is not None and not _clean(verdict)
     if worse and not aims_at_restart:
         worse = before is not None and _clean(before)
     if worse:
         _not_restartable(where, run_id)
     return run_id
+
+
+def _pending_run_note(where: str, opts: dict[str, Any], backup_dir: str | None, quiet: bool) -> None:
+    """A dry run says that --apply would refuse while an earlier run stopped part way (new-user trial: the plan
+    looked ready, the --apply that followed was refused)."""
+    try:
+        engine.check_no_pending_run(Location(where, opts), _backup(where, backup_dir, opts))
+    except RunInterrupted as exc:
+        note(quiet, f"--apply will refuse for now: {exc}")
+    except (CkptfixError, OSError):
+        return  # the runs cannot be read here: --apply reports it
 
 
 def _clean(verdict: Any) -> bool:

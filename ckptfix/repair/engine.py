@@ -232,7 +232,10 @@ class Runs:
         rel = f"{RUNS}/{run_id}/plan.json"
         data = self.loc.read_if_exists(rel)
         if data is None:
-            raise JournalError(f"{self.loc.display(rel)}: expected the plan of run {run_id}, found none")
+            known = self.run_ids()
+            more = " (the 5 newest; `ckptfix history` lists all)" if len(known) > 5 else ""
+            listed = f"; runs recorded here: {', '.join(known[-5:])}{more}" if known else "; no runs are recorded here"
+            raise JournalError(f"{self.loc.display(rel)}: expected the plan of run {run_id}, found none{listed}")
         return loads(data.decode("utf-8", errors="replace"), self.loc.display(rel))
 
     def run_ids(self) -> list[str]:

@@ -166,7 +166,11 @@ def select(
         batch = ckpt.commits.latest
         if batch is None:
             raise FormatError(
-                ckpt.display("commits"), 0, "a committed batch to read the state of", "none", kind="no-commits"
+                ckpt.display("commits"),
+                0,
+                "a committed batch to read the state of",
+                "none (--version N reads a version the state files hold all the same)",
+                kind="no-commits",
             )
     if batch < 0:
         raise UsageError(f"--batch: expected at least 0, found {batch}")

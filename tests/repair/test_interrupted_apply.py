@@ -121,6 +121,14 @@ def test_no_second_run_starts_on_top_of_an_interrupted_one(frozen_commits: Path)
     history = _cli("history", str(ckpt), "--format", "json")
     statuses = [r["status"] for r in json.loads(history.stdout)["runs"]]
     assert statuses == ["incomplete"], statuses
+    # a dry run plans, and says that its --apply would be refused, and why (new-user trial)
+    dry = _cli("rollback", str(ckpt), "--to-batch", "1")
+    assert dry.returncode == 0, dry.stderr
+    assert "--apply will refuse for now" in dry.stderr and run in dry.stderr, dry.stderr
+    assert _digest(ckpt) == half_way
+    # an undo of a run that does not exist names the ones that do
+    wrong = _cli("undo", str(ckpt), "no-such-run")
+    assert wrong.returncode == 2 and f"runs recorded here: {run}" in wrong.stderr, wrong.stderr
     # the commands it names work, and then the refused command runs
     assert _cli("apply", "--resume", str(ckpt), "--run", run).returncode == 0
     done = _cli("rollback", str(ckpt), "--to-batch", "1", "--apply", "--idle-seconds", "0")

@@ -252,6 +252,21 @@ def test_a_missing_file_is_named_by_its_path_without_a_byte_offset(tmp_path: Pat
     )
 
 
+def test_no_commits_names_the_directory_and_the_way_round_it(tmp_path: Path) -> None:
+    """No committed batch: the commit log is named without a byte offset (it is a directory; new-user trial: "at
+    byte 0"), with --version as the way to read the state files all the same."""
+    ckpt = tmp_path / "c"
+    shutil.copytree(FIXTURES / "hdfs", ckpt)
+    shutil.rmtree(ckpt / "commits", ignore_errors=True)  # the fixture may hold state files only
+    res = run("state", "read", str(ckpt))
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"ckptfix: error: {ckpt}/commits: expected a committed batch to read the state of, found none (--version N "
+        "reads a version the state files hold all the same)\n"
+    )
+    assert run("state", "read", str(ckpt), "--version", "2").exit_code == 0
+
+
 def test_a_missing_zip_of_a_store_without_changelogs_is_the_zip(tmp_path: Path) -> None:
     """RocksDB without changelog checkpointing: version 3 existed only as 3.zip, never as 3.changelog."""
     import tarfile
