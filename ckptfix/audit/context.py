@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ckptfix.audit.targets import SparkTarget
 from ckptfix.checkpoint import Checkpoint
@@ -28,6 +28,8 @@ class AuditContext:
     query: QueryShape | None = None  # audit --against: the new query, for the QUERY-* rules
     #: confs of the restarting session the user told (``--conf``): they decide where the offset log is silent
     session_conf: dict[str, str] = field(default_factory=dict)
+    #: what shared samplers computed once for several rules (:mod:`ckptfix.audit.sampled`)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     # -- the facts Spark's restart is decided on (spark-logs-and-restart.md §6.3) --------
     @cached_property

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ckptfix.audit import sampled
 from ckptfix.audit.context import AuditContext
-from ckptfix.audit.model import Evidence, Finding
+from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.audit.rules_state import CODEC, expected_partitions, store_unique_id, unique_ids
 from ckptfix.checkpoint import OperatorDir, StoreDir
@@ -85,6 +86,9 @@ def state_placement(ctx: AuditContext) -> Iterator[Finding]:
                 continue
             if where.width == 0:  # no key columns (a global aggregation: AllTuples, one task): nothing to place
                 continue
+            fits = sampled.store_rows(ctx, op, name)
+            if fits is not None and any(r.error is not None for r in fits.values()):
+                continue  # rows the stored schema does not describe decode as garbage keys: STATE-SCHEMA-ROWS
             for p in sorted(op.partitions):
                 store = op.partitions[p].get(name)
                 if p >= n or store is None:
@@ -157,6 +161,105 @@ def _partitions_of_sample(
         return []
 
 
+SCHEMA_ROWS = define(
+    "STATE-SCHEMA-ROWS",
+    "error",
+    "A stored state schema does not describe the stored rows",
+    "At the first batch of a restart Spark reads partition 0's <store>/_metadata/schema and compares it with the "
+    "query's key and value schemas; the rows in the state files were written by the query. A schema file restored "
+    "from another operator or store, or a partition directory copied from another operator, breaks that (damage "
+    "hunt 8, 4.3: STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE for an aggregation whose schema file was a join store's, "
+    "and for an operator's partition 0 copied from another operator; 3.5's StateSchemaNotCompatible). ckptfix "
+    "decodes a sample of every partition's rows (the newest state file's first rows: keys and values, a zip's "
+    "keys) with the stored schema. Where no partition's rows fit it, the schema file is not the query's, and "
+    "Spark's check fails (the query being the one that wrote the rows); where some partitions' rows fit and "
+    "others' do not, rows or schema came from elsewhere, and what Spark does depends on which (not recorded: "
+    "unknown). Not checked: transformWithState, Avro-encoded state, row checksums.",
+    "Put the operator's own schema file (or the partition directories that came from elsewhere) back from a "
+    "backup of this checkpoint, then audit again; `ckptfix audit --against MODULE:FUNCTION` compares the stored "
+    "schema with the query's.",
+)
+
+
+@check
+def schema_rows(ctx: AuditContext) -> Iterator[Finding]:
+    ck, N = ctx.ckpt, ctx.state_version
+    if N <= 0 or not ck.state.operators:
+        return
+    for op_id, op in sorted(ck.state.operators.items()):
+        _, store_names = expected_partitions(ctx, op)
+        for name in store_names:
+            by_part = sampled.store_rows(ctx, op, name)
+            bad = {p: r for p, r in (by_part or {}).items() if r.error is not None}
+            if by_part and bad:
+                yield _schema_rows_finding(ctx, op_id, name, sampled.schema_file(ctx, op, name), by_part, bad)
+
+
+def _schema_rows_finding(
+    ctx: AuditContext,
+    op_id: int,
+    store: str,
+    schema_file: str,
+    by_part: dict[int, sampled.Rows],
+    bad: dict[int, sampled.Rows],
+) -> Finding:
+    ck = ctx.ckpt
+    label = f"operator {op_id}" + ("" if store == "default" else f" store {store}")
+    first = bad[min(bad)]
+    assert first.error is not None
+    evidence = [
+        Evidence(
+            ck.display(r.rel),
+            expected=f"rows {schema_file} describes",
+            found=f"{'a key' if r.in_key else 'a value'} where {r.error.expected} was expected" if r.error else "",
+        )
+        for _, r in sorted(bad.items())[:4]
+    ]
+    if len(bad) < len(by_part):
+        good = sorted(set(by_part) - set(bad))
+        return SCHEMA_ROWS.finding(
+            f"{label}: the rows of partition(s) {', '.join(map(str, sorted(bad)))} do not fit the stored schema "
+            f"({schema_file}), the rows of partition(s) {', '.join(map(str, good))} do: rows or schema came from "
+            "another operator or store; what Spark does at the restart depends on which (unknown)",
+            evidence,
+            undecided=True,
+        )
+    what = "key" if any(r.in_key for r in bad.values()) else "value"
+    if ctx.target.error_classes:
+        cls = "Key" if what == "key" else "Value"
+        error = (
+            SparkError(
+                f"org.apache.spark.sql.execution.streaming.state.StateStore{cls}SchemaNotCompatible",
+                f"STATE_STORE_{what.upper()}_SCHEMA_NOT_COMPATIBLE",
+                f"Provided {what} schema does not match existing state {what} schema.",
+            )
+            if what == "key"
+            # a value that does not fit: the key may still look compatible to Spark or not (a foreign key schema can
+            # decode as garbage): Spark's check fails on one of the two
+            else SparkError(
+                None,
+                None,
+                "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE or STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE: Provided key (or "
+                "value) schema does not match existing state key (or value) schema.",
+            )
+        )
+    else:
+        error = SparkError(
+            "org.apache.spark.sql.execution.streaming.state.StateSchemaNotCompatible",
+            None,
+            "Provided schema doesn't match to the schema for existing state!",
+        )
+    err = first.error
+    return SCHEMA_ROWS.finding(
+        f"{label}: no partition's rows fit the stored schema ({schema_file}): a {what} in {ck.display(first.rel)} "
+        f"(row {first.decoded + 1}): expected {err.expected}, found {err.found}; the schema file is not the one of "
+        "the query that wrote the rows, and Spark's schema check fails at the first batch",
+        evidence,
+        spark_error=error,
+        stage=62,
+    )
+
+
 def _finding(ctx: AuditContext, op_id: int, wrong: dict[int, dict[int, str]]) -> Finding:
     ck = ctx.ckpt
     pairs = [
@@ -182,4 +285,4 @@ def _finding(ctx: AuditContext, op_id: int, wrong: dict[int, dict[int, str]]) ->
     )
 
 
-__all__ = ["MISPLACED", "state_placement"]
+__all__ = ["MISPLACED", "SCHEMA_ROWS", "schema_rows", "state_placement"]

@@ -1086,6 +1086,11 @@ def operator_metadata(ctx: AuditContext) -> Iterator[Finding]:
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
         if t.at_least(4, 0) and op.metadata_v1 is not None:
             reason = name_contradiction(ck, op)
+            if reason is not None and _schema_misfits(ctx, op):
+                # the name contradicts partition 0's schema file, which does not describe the rows either: the
+                # schema file is the odd one (a restore that took another operator's), and Spark's schema check
+                # fails, not the operator check (recorded on 4.3: state_schema_from_other_operator)
+                reason = None
             if reason is not None:
                 yield OPMETA_MISMATCH.finding(
                     f"{op.metadata_v1}: {reason}; Spark {t.label} compares it with the restarted plan's operators "
@@ -1109,6 +1114,16 @@ def operator_metadata(ctx: AuditContext) -> Iterator[Finding]:
             ),
             stage=63,
         )
+
+
+def _schema_misfits(ctx: AuditContext, op: OperatorDir) -> bool:
+    from ckptfix.audit import sampled  # (it imports this module)
+
+    return any(
+        r.error is not None
+        for name in op.store_names or ["default"]
+        for r in (sampled.store_rows(ctx, op, name) or {}).values()
+    )
 
 
 OPERATOR_MISSING = define(

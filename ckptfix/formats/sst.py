@@ -160,10 +160,11 @@ def verify(data: bytes | memoryview) -> SstReport:
     return walk.report(version, name, None)
 
 
-def first_keys(data: bytes | memoryview, limit: int = 16) -> list[bytes]:
-    """The user keys (internal keys without their 8-byte sequence/type trailer) of the table's first data block, at
-    most ``limit``; [] where this table cannot be walked here (another footer version, a partitioned index, a
-    damaged or undecodable block: :func:`verify` says which)."""
+def first_entries(data: bytes | memoryview, limit: int = 16) -> list[tuple[bytes, bytes | None]]:
+    """The entries of the table's first data block, at most ``limit``: user keys (internal keys without their 8-byte
+    sequence/type trailer) with their values (None for an entry that is not a plain value: a deletion, a merge
+    operand); [] where this table cannot be walked here (another footer version, a partitioned index, a damaged or
+    undecodable block: :func:`verify` says which)."""
     buf = memoryview(data)
     n = len(buf)
     if n < FOOTER_SIZE or _U64.unpack_from(buf, n - 8)[0] != MAGIC:
@@ -172,7 +173,7 @@ def first_keys(data: bytes | memoryview, limit: int = 16) -> list[bytes]:
         return []
     foot = n - FOOTER_SIZE
     walk = _Walk(buf, buf[foot], foot)
-    keys: list[bytes] = []
+    keys: list[tuple[bytes, bytes | None]] = []
     try:
         meta_off, meta_size, index_off, index_size = _footer_handles(buf, foot)
         meta = walk.decompress(meta_off, meta_size)
@@ -190,15 +191,21 @@ def first_keys(data: bytes | memoryview, limit: int = 16) -> list[bytes]:
             block = walk.decompress(off, size)
             if not isinstance(block, bytes):
                 return []
-            for key, _ in _entries(block):
+            for key, value in _entries(block):
                 if len(key) >= 8:
-                    keys.append(key[:-8])
+                    kind = key[-8]  # the trailer's low byte: 1 = a value (kTypeValue)
+                    keys.append((bytes(key[:-8]), bytes(value) if kind == 1 else None))
                 if len(keys) >= limit:
                     return keys
             break  # the first data block only
     except (_Bad, KeyError, struct.error, IndexError):
         return []
     return keys
+
+
+def first_keys(data: bytes | memoryview, limit: int = 16) -> list[bytes]:
+    """The user keys of :func:`first_entries`."""
+    return [key for key, _ in first_entries(data, limit)]
 
 
 def _footer_handles(buf: memoryview, foot: int) -> tuple[int, int, int, int]:

@@ -32,25 +32,48 @@ def newest_steps(store: StoreDir, version: int, provider: str, uid: str | None) 
 
 def sst_keys(ck: Checkpoint, store: StoreDir, meta: rocksdbzip.RocksDBMetadata, limit: int) -> list[bytes]:
     """Up to ``limit`` keys of the zip's smallest SST (its first data block)."""
-    listed = [s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts]
-    if not listed:
-        return []
-    smallest = min(listed, key=lambda s: s.size_bytes)
-    return sst.first_keys(ck.location.read(f"{store.rel}/SSTs/{smallest.dfs_sst_file_name}"), limit)
+    return [key for key, _ in sst_entries(ck, store, meta, limit)]
+
+
+def sst_entries(
+    ck: Checkpoint, store: StoreDir, meta: rocksdbzip.RocksDBMetadata, limit: int
+) -> list[tuple[bytes, bytes | None]]:
+    """Up to ``limit`` (key, value) entries of the zip's smallest SST (its first data block; value None for a
+    deletion or merge operand); where that block holds no value (an SST of tombstones), of the next smallest one
+    that does, among the three smallest."""
+    listed = sorted((s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts), key=lambda s: s.size_bytes)
+    first: list[tuple[bytes, bytes | None]] = []
+    for i, table in enumerate(listed[:3]):
+        entries = sst.first_entries(ck.location.read(f"{store.rel}/SSTs/{table.dfs_sst_file_name}"), limit)
+        if i == 0:
+            first = entries
+        if any(v is not None for _, v in entries):
+            return entries
+    return first
 
 
 def first_keys(ck: Checkpoint, store: StoreDir, step: chains.Step, compression: str, limit: int) -> list[bytes]:
     """Up to ``limit`` raw keys of ``step``. Raises :class:`FormatError` for a file that cannot be read."""
+    return [rec.key for rec in first_records(ck, store, step, compression, limit)]
+
+
+def first_records(
+    ck: Checkpoint, store: StoreDir, step: chains.Step, compression: str, limit: int
+) -> list[statefile.Record]:
+    """Up to ``limit`` records of ``step``: a delta's, snapshot's or changelog's first ones (puts with their values,
+    removals with none); a zip's smallest SST's first entries. Raises :class:`FormatError` for a file that cannot
+    be read."""
     path = ck.display(step.rel)
     if step.kind == "zip":
-        return sst_keys(ck, store, rocksdbzip.parse(ck.read(step.rel), path).metadata, limit)
+        entries = sst_entries(ck, store, rocksdbzip.parse(ck.read(step.rel), path).metadata, limit)
+        return [statefile.Record(k, v) for k, v in entries]
     raw, _ = statefile.decompress_as_read(compression, ck.read(step.rel), path, step.kind)  # type: ignore[arg-type]
-    keys: list[bytes] = []
+    out: list[statefile.Record] = []
     for rec in statefile.iter_records(raw, path, step.kind):  # type: ignore[arg-type]
-        keys.append(rec.key)
-        if len(keys) >= limit:
+        out.append(rec)
+        if len(out) >= limit:
             break
-    return keys
+    return out
 
 
 def changes(ck: Checkpoint, rel: str, kind: str, compression: str, limit: int) -> list[statefile.Record] | None:
@@ -66,4 +89,4 @@ def changes(ck: Checkpoint, rel: str, kind: str, compression: str, limit: int) -
     return out
 
 
-__all__ = ["changes", "first_keys", "newest_steps", "sst_keys"]
+__all__ = ["changes", "first_keys", "first_records", "newest_steps", "sst_entries", "sst_keys"]

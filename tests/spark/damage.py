@@ -683,6 +683,21 @@ def _state_schema_missing(ckpt: Path) -> None:
     remove(path)
 
 
+def _schema_from_operator(src_op: int, dst_op: int) -> Callable[[Path], None]:
+    def apply(ckpt: Path) -> None:
+        """Operator ``dst_op``'s partition-0 schema file overwritten by operator ``src_op``'s: a restore that took
+        the wrong file (damage hunt 8, H1). Hadoop's .crc sidecar goes with the copy."""
+        src = ckpt / "state" / str(src_op) / "0" / "_metadata" / "schema"
+        dst = ckpt / "state" / str(dst_op) / "0" / "_metadata" / "schema"
+        if not (src.exists() and dst.exists()):
+            raise SkipCase(f"no schema files of operators {src_op} and {dst_op}")
+        shutil.copyfile(src, dst)
+        if crc_of(src).exists():
+            shutil.copyfile(crc_of(src), crc_of(dst))
+
+    return apply
+
+
 def _state_junk_file(ckpt: Path) -> None:
     part = state_partitions(ckpt)[0]
     (part / "temp-1234567.tmp").write_bytes(b"junk")
@@ -1453,6 +1468,21 @@ _CASES = [
         _state_partitions_swapped,
         "state/0/0 and state/0/1 swapped (RocksDB with changelog checkpointing)",
         expect_rule="STATE-PARTITION-MISPLACED",
+    ),
+    # the stored schema no longer describes the rows: the rows' key does not decode with it (damage hunt 8, H1)
+    DamageCase(
+        "state_schema_from_other_operator",
+        "dedup_agg",
+        _schema_from_operator(0, 1),
+        "dropDuplicates' state/1/0/_metadata/schema (and .crc) replaced by the aggregation's state/0/0 one",
+    ),
+    # the other way: the dedup's key (id: long) over the aggregation's string keys decodes, as garbage; the rows are
+    # longer than a long's
+    DamageCase(
+        "state_schema_from_other_operator_agg",
+        "dedup_agg",
+        _schema_from_operator(1, 0),
+        "the aggregation's state/0/0/_metadata/schema (and .crc) replaced by dropDuplicates' state/1/0 one",
     ),
     # one edit that breaks every store of two operators: Spark fails on the upstream operator (the highest id, the
     # earlier stage) in whichever partition's task comes first (hunt 6: conf_provider_rocks, conf_provider_hdfs)
