@@ -2,73 +2,170 @@
 Spark queries (tests/state/scenarios.py): every operator x provider, first/middle/last/latest batch, every
 store / join side / state variable, partition filters, snapshot replay and change feeds.
 
-Rows are compared as multisets of canonical values (tests/state/normalize.py). ``ckptfix.state.read`` is
-imported inside each test so collection works before it exists; until then the tests FAIL.
+Each case runs twice over:
 
-``CKPTFIX_STATE_CKPTS=<dir>`` reuses checkpoints already built there as ``<dir>/<scenario-id>/ckpt``
-(e.g. the ones /tmp/state-facts/dump_facts.py leaves in /tmp/state-facts/ckpt) instead of running Spark.
+* ``recorded`` (no Spark): every scenario's checkpoint as real PySpark 4.3.0 wrote it and Spark's answers on it,
+  recorded in tests/fixtures/state_vs_spark/ (``<scenario>.tar.gz`` and ``<scenario>.json``, written by the
+  ``generate.py`` there; tests/state/golden.py lists the reads). The tarball is extracted once per session and
+  ckptfix's answers are compared with the recorded ones.
+* ``live`` (``spark`` marker), for a fixed sample of scenarios (:func:`live_sample`: one per operator, the providers
+  taken in turn; every scenario with ``CKPTFIX_LIVE_ALL=1``): the checkpoint is built by the session's PySpark and
+  ckptfix is compared with live Spark on it. And ``test_recording_matches_live_spark`` reads each sampled
+  scenario's RECORDED checkpoint with live Spark and requires the recorded answers, so a stale recording fails.
+
+Rows are compared as multisets of canonical values (tests/state/normalize.py); Spark's schema is the reference.
+(``CKPTFIX_STATE_CKPTS``, which reused prebuilt checkpoints instead of running Spark, is gone: the recordings do
+that job.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.state import golden as G
 from tests.state import normalize as N
 from tests.state import scenarios as S
 
-pytestmark = pytest.mark.spark
+LIVE_ALL = "CKPTFIX_LIVE_ALL"
+RECORDED_PYSPARK = "4.3.0"
 
-LATEST = None  # batch=None: the last committed batch
-BATCH_IDS = (0, S.BATCHES // 2, S.BATCHES - 1, LATEST)
-
-# Spark statestore option -> read_state keyword. readRegisteredTimers / flattenCollectionTypes are not in
-# the agreed signature yet; these names are this suite's proposal (one place to rename).
-KWARGS = {
+# Spark statestore option -> read_state keyword
+KWARGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "storeName": ("store_name", str),
     "joinSide": ("join_side", str),
     "stateVarName": ("state_var", str),
     "readRegisteredTimers": ("timers", lambda v: v == "true"),
     "flattenCollectionTypes": ("flatten", lambda v: v == "true"),
 }
-# options a change feed accepts (Spark: joinSide conflicts with readChangeFeed; timers / unflattened maps fail)
-CHANGE_FEED_KEYS = {"storeName", "stateVarName"}
 
 
-# ------------------------------------------------------------------------------------------ fixtures
+def live_sample() -> list[str]:
+    """One scenario per operator, its providers taken in turn (operator i gets ``providers[i % n]``), so every
+    provider is sampled; with ``CKPTFIX_LIVE_ALL=1`` every scenario."""
+    if os.environ.get(LIVE_ALL) == "1":
+        return list(S.SCENARIO_IDS)
+    ops = [op for op in S.OPERATORS.values() if op.name != "tws_ttl"]
+    return [f"{op.name}-{op.providers[i % len(op.providers)]}" for i, op in enumerate(ops)]
+
+
+# ------------------------------------------------------------------------------------------ Spark's answers
+
+
+@dataclass
+class Subject:
+    """A checkpoint Spark wrote, and Spark's answers about it: recorded ones, or live ones (asked on demand)."""
+
+    built: S.Built
+    answers: dict[str, tuple[Any, list[Any]] | str] = field(default_factory=dict)  # options key -> answer / error
+    ask: Callable[[dict[str, str]], tuple[Any, list[Any]] | str] | None = None
+
+    def _get(self, options: dict[str, str]) -> tuple[Any, list[Any]] | str:
+        k = G.key(options)
+        if k not in self.answers:
+            if self.ask is None:
+                pytest.fail(
+                    f"{self.built.scenario_id}: no recorded answer for {k}; "
+                    "re-record with tests/fixtures/state_vs_spark/generate.py"
+                )
+            self.answers[k] = self.ask(options)
+        return self.answers[k]
+
+    def answer(self, options: dict[str, str]) -> tuple[Any, list[Any]]:
+        """(schema, canonical rows) of Spark's statestore source with ``options``."""
+        got = self._get(options)
+        if isinstance(got, str):
+            pytest.fail(f"{self.built.scenario_id} {options}: Spark refused the read: {got}")
+        return got
+
+    def refusal(self, options: dict[str, str]) -> str:
+        got = self._get(options)
+        if not isinstance(got, str):
+            pytest.fail(f"{self.built.scenario_id} {options}: Spark answered ({len(got[1])} rows), expected a refusal")
+        return got
+
+
+def _built(scenario_id: str, ckpt: Path) -> S.Built:
+    operator, provider = S.split_id(scenario_id)
+    return S.Built(scenario_id, operator, provider, ckpt, S.committed_batches(ckpt))
+
+
+def recorded_answers(scenario_id: str) -> dict[str, tuple[Any, list[Any]] | str]:
+    from pyspark.sql.types import StructType
+
+    out: dict[str, tuple[Any, list[Any]] | str] = {}
+    for read in G.load_answers(scenario_id)["reads"]:
+        if "error" in read:
+            out[G.key(read["options"])] = read["error"]
+        else:
+            schema = StructType.fromJson(read["schema"])
+            out[G.key(read["options"])] = (schema, [G.decode_row(r) for r in read["rows"]])
+    return out
+
+
+def live_answer(spark: Any, built: S.Built, options: dict[str, str]) -> tuple[Any, list[Any]] | str:
+    """Spark's statestore source on ``built`` (reading confs set and restored): (schema, canonical rows), or the
+    text of its error when it refuses."""
+    with S.session_confs(spark, built.reading_confs):
+        try:
+            df = spark.read.format("statestore").options(**options).load(str(built.ckpt))
+            schema, collected = df.schema, df.collect()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"[:4000] or type(exc).__name__
+    return schema, [N.spark_row(r, schema) for r in collected]
 
 
 @pytest.fixture(scope="session")
-def state_scenarios(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], S.Built]:
-    """``get(scenario_id) -> Built``: each scenario's checkpoint, built once per session on first use."""
-    reuse = os.environ.get("CKPTFIX_STATE_CKPTS")
-    root = tmp_path_factory.mktemp("state-scenarios")
-    cache: dict[str, S.Built] = {}
-    failed: dict[str, str] = {}
+def recorded_subjects(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Subject]:
+    """``get(scenario_id)``: the recorded checkpoint (extracted once per session) and Spark's recorded answers."""
+    root = tmp_path_factory.mktemp("state-vs-spark-recorded")
+    cache: dict[str, Subject] = {}
 
-    def get(scenario_id: str) -> S.Built:
-        if scenario_id in failed:
-            pytest.fail(f"scenario {scenario_id} could not be built: {failed[scenario_id]}")
+    def get(scenario_id: str) -> Subject:
         if scenario_id not in cache:
-            operator, provider = S.split_id(scenario_id)
-            if reuse:
-                ckpt = Path(reuse) / scenario_id / "ckpt"
-                if S.committed_batches(ckpt) == list(range(S.BATCHES)):
-                    cache[scenario_id] = S.Built(scenario_id, operator, provider, ckpt, S.committed_batches(ckpt))
-                    return cache[scenario_id]
-            try:
-                cache[scenario_id] = S.build(spark, scenario_id, root / scenario_id)
-            except Exception as exc:
-                failed[scenario_id] = str(exc)[:2000]
-                raise
+            ckpt = G.extract(scenario_id, root / scenario_id)
+            cache[scenario_id] = Subject(_built(scenario_id, ckpt), recorded_answers(scenario_id))
         return cache[scenario_id]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def live_subjects(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Subject]:
+    """``get(scenario_id)``: the scenario's checkpoint built by the live Spark (once per session, on first use),
+    with live Spark's answers asked on demand."""
+    root = tmp_path_factory.mktemp("state-vs-spark-live")
+    cache: dict[str, Subject] = {}
+    failed: dict[str, str] = {}
+
+    def get(scenario_id: str) -> Subject:
+        if scenario_id in failed:
+            pytest.fail(f"scenario {scenario_id} could not be built: {failed[scenario_id]}")
+        if scenario_id not in cache:
+            try:
+                built = S.build(spark, scenario_id, root / scenario_id)
+            except Exception as exc:
+                failed[scenario_id] = str(exc)[:2000]
+                raise
+            cache[scenario_id] = Subject(built, ask=lambda options: live_answer(spark, built, options))
+        return cache[scenario_id]
+
+    return get
+
+
+def subject(request: pytest.FixtureRequest, source: str, scenario_id: str) -> Subject:
+    """The recorded or live subject (the live fixture, and so Spark, only for the live cases: marked ``spark``)."""
+    getter: Callable[[str], Subject] = request.getfixturevalue(
+        "recorded_subjects" if source == "recorded" else "live_subjects"
+    )
+    return getter(scenario_id)
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -78,6 +175,19 @@ def _opt_id(options: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in options.items()) or "default"
 
 
+def with_sources(cases: Iterable[Any]) -> list[Any]:
+    """Every case on its recording, then the live sample's cases live (``spark`` marker)."""
+    cases = list(cases)
+    live = set(live_sample())
+    out = [pytest.param("recorded", *c.values, id=f"recorded-{c.id}") for c in cases]
+    out += [
+        pytest.param("live", *c.values, id=f"live-{c.id}", marks=pytest.mark.spark)
+        for c in cases
+        if c.values[0] in live
+    ]
+    return out
+
+
 def _cases(with_batches: bool = True) -> Iterator[Any]:
     for sid in S.SCENARIO_IDS:
         op, _ = S.split_id(sid)
@@ -85,7 +195,7 @@ def _cases(with_batches: bool = True) -> Iterator[Any]:
             if not with_batches:
                 yield pytest.param(sid, options, id=f"{sid}-{_opt_id(options)}")
                 continue
-            for b in BATCH_IDS:
+            for b in G.BATCH_IDS:
                 yield pytest.param(sid, options, b, id=f"{sid}-{_opt_id(options)}-b{'latest' if b is None else b}")
 
 
@@ -97,35 +207,24 @@ def _kwargs(options: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-#: Spark's answers by (checkpoint, options): the partition-filter tests ask what the whole-state tests asked (a
-#: module runs in one worker, in file order), and each statestore read is a Spark job
-_SPARK_READS: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, list[Any]]] = {}
+def compare(ours: Any, schema: Any, theirs: list[Any], what: str) -> None:
+    """ckptfix rows (dicts) == Spark's canonical rows as multisets, ckptfix's walked along Spark's schema."""
+    assert_same(N.rows(ours, schema), theirs, what)
 
 
-def spark_read(spark: Any, built: S.Built, options: dict[str, str]) -> tuple[Any, list[Any]]:
-    """Schema and collected rows of Spark's statestore source (reading confs set and restored)."""
-    key = (str(built.ckpt), tuple(sorted(options.items())))
-    if key not in _SPARK_READS:
-        with S.session_confs(spark, built.reading_confs):
-            df = spark.read.format("statestore").options(**options).load(str(built.ckpt))
-            _SPARK_READS[key] = (df.schema, df.collect())
-    return _SPARK_READS[key]
-
-
-def compare(ours: Any, schema: Any, collected: list[Any], what: str) -> None:
-    """ckptfix rows (dicts) == Spark's collected rows as multisets, both walked along Spark's schema."""
-    assert_same(N.rows(ours, schema), [N.spark_row(r, schema) for r in collected], what)
-
-
-def assert_same(ours: list[Any], theirs: list[Any], what: str) -> None:
+def assert_same(ours: list[Any], theirs: list[Any], what: str, names: tuple[str, str] = ("ckptfix", "Spark")) -> None:
     a, b = Counter(ours), Counter(theirs)
     if a == b:
         return
     only_ours, only_spark = a - b, b - a
-    lines = [f"{what}: ckptfix {len(ours)} rows, Spark {len(theirs)} rows"]
-    lines += [f"  only ckptfix (x{n}): {r!r}"[:1500] for r, n in list(only_ours.items())[:5]]
-    lines += [f"  only Spark   (x{n}): {r!r}"[:1500] for r, n in list(only_spark.items())[:5]]
+    lines = [f"{what}: {names[0]} {len(ours)} rows, {names[1]} {len(theirs)} rows"]
+    lines += [f"  only {names[0]} (x{n}): {r!r}"[:1500] for r, n in list(only_ours.items())[:5]]
+    lines += [f"  only {names[1]} (x{n}): {r!r}"[:1500] for r, n in list(only_spark.items())[:5]]
     pytest.fail("\n".join(lines))
+
+
+def _in_partition(rows: list[Any], partition: int) -> list[Any]:
+    return [r for r in rows if dict(r)["partition_id"] == partition]
 
 
 def _partitions(built: S.Built) -> list[int]:
@@ -133,129 +232,90 @@ def _partitions(built: S.Built) -> list[int]:
     return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
 
 
-def _store_dirs(built: S.Built, partition: int) -> list[Path]:
-    base = built.ckpt / "state" / "0" / str(partition)
-    if built.operator.name == "join":
-        return [base / s for s in S.JOIN_STORES]
-    return [base]
-
-
-def snapshot_batches(built: S.Built, partition: int) -> list[int]:
-    """Batches b whose state (version b+1) has a snapshot file in EVERY store dir of the partition."""
-    common: set[int] | None = None
-    for d in _store_dirs(built, partition):
-        versions = set()
-        for p in d.iterdir():
-            if p.name.startswith(".") or p.suffix not in (".snapshot", ".zip"):
-                continue
-            versions.add(int(p.name.split(".")[0].split("_")[0]))
-        common = versions if common is None else common & versions
-    return sorted(v - 1 for v in common or () if v >= 1)
-
-
 # ------------------------------------------------------------------------------------------ state at a batch
 
 
-@pytest.mark.parametrize(("scenario_id", "options", "batch"), list(_cases()))
+@pytest.mark.parametrize(("source", "scenario_id", "options", "batch"), with_sources(_cases()))
 def test_state_matches_spark(
-    spark: Any, state_scenarios: Callable[[str], S.Built], scenario_id: str, options: dict[str, str], batch: int | None
+    request: pytest.FixtureRequest, source: str, scenario_id: str, options: dict[str, str], batch: int | None
 ) -> None:
     from ckptfix.state.read import read_state
 
-    built = state_scenarios(scenario_id)
-    spark_options = dict(options, operatorId="0")
-    if batch is not None:
-        spark_options["batchId"] = str(batch)
-    schema, collected = spark_read(spark, built, spark_options)
+    subj = subject(request, source, scenario_id)
+    built = subj.built
+    schema, theirs = subj.answer(G.state_options(options, batch))
 
     result = read_state(str(built.ckpt), operator=0, batch=batch, **_kwargs(options))
     want_batch = built.batches[-1] if batch is None else batch
     assert result.batch == want_batch
     assert result.version == want_batch + 1
     assert list(result.columns) == schema.names
-    compare(result, schema, collected, f"{scenario_id} {options} batch {batch}")
+    compare(result, schema, theirs, f"{scenario_id} {options} batch {batch}")
     if batch is not None:  # the same state addressed by version (= batch + 1)
         by_version = read_state(str(built.ckpt), operator=0, version=batch + 1, **_kwargs(options))
-        compare(by_version, schema, collected, f"{scenario_id} {options} version {batch + 1}")
+        compare(by_version, schema, theirs, f"{scenario_id} {options} version {batch + 1}")
 
 
-@pytest.mark.parametrize(("scenario_id", "options"), list(_cases(with_batches=False)))
+@pytest.mark.parametrize(("source", "scenario_id", "options"), with_sources(_cases(with_batches=False)))
 def test_partition_filter_matches_spark(
-    spark: Any, state_scenarios: Callable[[str], S.Built], scenario_id: str, options: dict[str, str]
+    request: pytest.FixtureRequest, source: str, scenario_id: str, options: dict[str, str]
 ) -> None:
     """read_state(partition=p) == Spark's rows with partition_id == p (Spark has no plain partition option)."""
     from ckptfix.state.read import read_state
 
-    built = state_scenarios(scenario_id)
-    batch = S.BATCHES // 2
-    schema, collected = spark_read(spark, built, dict(options, operatorId="0", batchId=str(batch)))
+    subj = subject(request, source, scenario_id)
+    built = subj.built
+    batch = G.PARTITION_BATCH
+    schema, rows = subj.answer(G.state_options(options, batch))
 
     for partition in _partitions(built):
-        theirs = [r for r in collected if r["partition_id"] == partition]
         ours = [dict(r) for r in read_state(str(built.ckpt), batch=batch, partition=partition, **_kwargs(options))]
         assert {r.get("partition_id") for r in ours} <= {partition}
-        compare(ours, schema, theirs, f"{scenario_id} {options} batch {batch} partition {partition}")
+        compare(ours, schema, _in_partition(rows, partition), f"{scenario_id} {options} batch {batch} p{partition}")
 
 
-@pytest.mark.parametrize(("scenario_id", "options"), list(_cases(with_batches=False)))
+@pytest.mark.parametrize(("source", "scenario_id", "options"), with_sources(_cases(with_batches=False)))
 def test_from_snapshot_matches_spark(
-    spark: Any, state_scenarios: Callable[[str], S.Built], scenario_id: str, options: dict[str, str]
+    request: pytest.FixtureRequest, source: str, scenario_id: str, options: dict[str, str]
 ) -> None:
     """Snapshot replay (snapshotStartBatchId + snapshotPartitionId): load the snapshot of version sb+1,
     replay to the last batch, ignoring newer snapshots. RocksDB without changelog can only read the
     snapshot's own batch (Spark: CANNOT_READ_STREAMING_STATE_FILE for the missing changelog otherwise)."""
     from ckptfix.state.read import read_state
 
-    built = state_scenarios(scenario_id)
-    last = built.batches[-1]
-    partition = 0
-    snaps = [b for b in snapshot_batches(built, partition) if b <= last]
-    if not snaps:
-        pytest.skip(f"Spark's maintenance wrote no snapshot in partition {partition} of {built.ckpt}")
-    if built.provider == "rocksdb":  # a zip per version and no changelogs: read the snapshot's own batch
-        start = min(snaps, key=lambda b: abs(b - S.BATCHES // 2))
-        batch = start
-    else:  # the oldest snapshot, so the most deltas/changelogs are replayed on top of it
-        start, batch = snaps[0], last
-    spark_options = dict(
-        options, snapshotStartBatchId=str(start), snapshotPartitionId=str(partition), batchId=str(batch)
-    )
-    schema, collected = spark_read(spark, built, spark_options)
+    subj = subject(request, source, scenario_id)
+    built = subj.built
+    plan = G.snapshot_plan(built)
+    if plan is None:
+        pytest.skip(f"Spark's maintenance wrote no snapshot in partition {G.SNAPSHOT_PARTITION} of {built.ckpt}")
+    start, batch = plan
+    schema, theirs = subj.answer(G.snapshot_options(options, start, batch))
 
-    result = read_state(str(built.ckpt), batch=batch, partition=partition, from_snapshot=start, **_kwargs(options))
+    result = read_state(
+        str(built.ckpt), batch=batch, partition=G.SNAPSHOT_PARTITION, from_snapshot=start, **_kwargs(options)
+    )
     assert list(result.columns) == schema.names
-    compare(result, schema, collected, f"{scenario_id} {options} snapshot {start} -> batch {batch}")
+    compare(result, schema, theirs, f"{scenario_id} {options} snapshot {start} -> batch {batch}")
 
 
 # ------------------------------------------------------------------------------------------ change feeds
 
-CHANGE_RANGES = ((0, None), (S.BATCHES // 2, S.BATCHES - 1), (1, 2))
-
 
 def _change_cases() -> Iterator[Any]:
     for sid in S.SCENARIO_IDS:
-        op, provider = S.split_id(sid)
-        if provider == "rocksdb":
-            continue  # no changelog files: see test_change_feed_needs_changelog
-        seen = []
-        for options in op.read_options:
-            opts = {k: v for k, v in options.items() if k in CHANGE_FEED_KEYS}
-            if opts != options or opts in seen:
-                continue
-            seen.append(opts)
-            for start, end in CHANGE_RANGES:
-                rid = f"{start}-{'last' if end is None else end}"
-                yield pytest.param(sid, opts, start, end, id=f"{sid}-{_opt_id(opts)}-{rid}")
+        for opts, start, end in G.change_cases(sid):
+            rid = f"{start}-{'last' if end is None else end}"
+            yield pytest.param(sid, opts, start, end, id=f"{sid}-{_opt_id(opts)}-{rid}")
 
 
 def _change_kwargs(options: dict[str, str]) -> dict[str, Any]:
     return {KWARGS[k][0]: v for k, v in options.items()}
 
 
-@pytest.mark.parametrize(("scenario_id", "options", "start", "end"), list(_change_cases()))
+@pytest.mark.parametrize(("source", "scenario_id", "options", "start", "end"), with_sources(_change_cases()))
 def test_change_feed_matches_spark(
-    spark: Any,
-    state_scenarios: Callable[[str], S.Built],
+    request: pytest.FixtureRequest,
+    source: str,
     scenario_id: str,
     options: dict[str, str],
     start: int,
@@ -263,46 +323,97 @@ def test_change_feed_matches_spark(
 ) -> None:
     from ckptfix.state.read import read_changes
 
-    built = state_scenarios(scenario_id)
-    spark_options = dict(options, readChangeFeed="true", changeStartBatchId=str(start))
-    if end is not None:
-        spark_options["changeEndBatchId"] = str(end)
-    schema, collected = spark_read(spark, built, spark_options)
+    subj = subject(request, source, scenario_id)
+    schema, theirs = subj.answer(G.change_options(options, start, end))
 
-    ours = read_changes(str(built.ckpt), from_batch=start, to_batch=end, **_change_kwargs(options))
-    compare(ours, schema, collected, f"{scenario_id} {options} changes {start}..{end}")
+    ours = read_changes(str(subj.built.ckpt), from_batch=start, to_batch=end, **_change_kwargs(options))
+    compare(ours, schema, theirs, f"{scenario_id} {options} changes {start}..{end}")
 
 
 @pytest.mark.parametrize(
-    "scenario_id",
-    [sid for sid in S.SCENARIO_IDS if S.split_id(sid)[1] != "rocksdb"],
+    ("source", "scenario_id"),
+    with_sources(pytest.param(sid, id=sid) for sid in S.SCENARIO_IDS if G.has_changelog(sid)),
 )
 def test_change_feed_partition_filter_matches_spark(
-    spark: Any, state_scenarios: Callable[[str], S.Built], scenario_id: str
+    request: pytest.FixtureRequest, source: str, scenario_id: str
 ) -> None:
     from ckptfix.state.read import read_changes
 
-    built = state_scenarios(scenario_id)
-    options = next((o for o in built.operator.read_options if set(o) <= CHANGE_FEED_KEYS), {})
-    schema, collected = spark_read(spark, built, dict(options, readChangeFeed="true", changeStartBatchId="0"))
+    subj = subject(request, source, scenario_id)
+    built = subj.built
+    options = G.first_change_options(scenario_id)
+    schema, rows = subj.answer(G.change_options(options, 0))
 
     for partition in _partitions(built):
-        theirs = [r for r in collected if r["partition_id"] == partition]
         ours = read_changes(str(built.ckpt), from_batch=0, partition=partition, **_change_kwargs(options))
-        compare(ours, schema, theirs, f"{scenario_id} {options} changes partition {partition}")
+        compare(ours, schema, _in_partition(rows, partition), f"{scenario_id} {options} changes partition {partition}")
 
 
-@pytest.mark.parametrize("scenario_id", [sid for sid in S.SCENARIO_IDS if sid.endswith("-rocksdb")])
-def test_change_feed_needs_changelog(spark: Any, state_scenarios: Callable[[str], S.Built], scenario_id: str) -> None:
+@pytest.mark.parametrize(
+    ("source", "scenario_id"),
+    with_sources(pytest.param(sid, id=sid) for sid in S.SCENARIO_IDS if not G.has_changelog(sid)),
+)
+def test_change_feed_needs_changelog(request: pytest.FixtureRequest, source: str, scenario_id: str) -> None:
     """RocksDB without changelog checkpointing has no per-version changes: Spark refuses, so must we."""
     from ckptfix.state.read import read_changes
 
-    built = state_scenarios(scenario_id)
-    options = next((o for o in built.operator.read_options if set(o) <= CHANGE_FEED_KEYS), {})
-    with pytest.raises(Exception):  # noqa: B017 - Spark's error type is not ours to pin
-        spark.read.format("statestore").options(**options, readChangeFeed="true", changeStartBatchId="0").load(
-            str(built.ckpt)
-        ).collect()
+    subj = subject(request, source, scenario_id)
+    options = G.first_change_options(scenario_id)
+    subj.refusal(G.change_options(options, 0))
 
     with pytest.raises(Exception):  # noqa: B017 - the error class is the reader's choice
-        list(read_changes(str(built.ckpt), from_batch=0, **_change_kwargs(options)))
+        list(read_changes(str(subj.built.ckpt), from_batch=0, **_change_kwargs(options)))
+
+
+# ------------------------------------------------------------------------------------------ the recordings
+
+
+@pytest.mark.parametrize("scenario_id", S.SCENARIO_IDS)
+def test_recording_is_complete(recorded_subjects: Callable[[str], Subject], scenario_id: str) -> None:
+    """Each recording was made by the recorded PySpark, holds a checkpoint with every batch committed, and answers
+    exactly the reads the tests ask (a new case or option needs a new recording)."""
+    recording = G.load_answers(scenario_id)
+    assert recording["pyspark"] == RECORDED_PYSPARK
+    assert recording["scenario"] == scenario_id
+    subj = recorded_subjects(scenario_id)
+    assert subj.built.batches == list(range(S.BATCHES))
+    asked = [(G.key(o), refused) for o, refused in G.scenario_reads(subj.built)]
+    recorded = [(G.key(r["options"]), "error" in r) for r in recording["reads"]]
+    assert recorded == asked, "re-record with tests/fixtures/state_vs_spark/generate.py"
+
+
+def test_recordings_are_all_there() -> None:
+    names = {p.name for p in G.FIXTURES.iterdir() if p.name.endswith((".json", ".tar.gz"))}
+    want = {f"{sid}{ext}" for sid in S.SCENARIO_IDS for ext in (".json", ".tar.gz")}
+    assert names == want
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario_id", live_sample())
+def test_recording_matches_live_spark(
+    spark: Any, recorded_subjects: Callable[[str], Subject], scenario_id: str
+) -> None:
+    """The live Spark, reading the RECORDED checkpoint, gives every recorded answer: same schema, same rows, and a
+    refusal (with the recorded error class) where one was recorded. A recording made by an older scenario,
+    reader or Spark fails here."""
+    if spark.version != RECORDED_PYSPARK:
+        pytest.skip(f"recorded with PySpark {RECORDED_PYSPARK}, the live one is {spark.version}")
+    from pyspark.sql.types import StructType
+
+    subj = recorded_subjects(scenario_id)
+    hint = f"re-record: .venv/bin/python tests/fixtures/state_vs_spark/generate.py --scenarios {scenario_id}"
+    for read in G.load_answers(scenario_id)["reads"]:
+        options = read["options"]
+        live = live_answer(spark, subj.built, options)
+        what = f"{scenario_id} {options}"
+        if "error" in read:
+            assert isinstance(live, str), f"{what}: live Spark answered, the recording says it refused; {hint}"
+            if read["condition"]:
+                assert read["condition"] in live, f"{what}: live error lacks {read['condition']}; {hint}\n{live}"
+            continue
+        assert not isinstance(live, str), f"{what}: live Spark refused: {live}; {hint}"
+        schema, rows = live
+        assert schema == StructType.fromJson(read["schema"]), f"{what}: schema differs; {hint}"
+        assert json.dumps(schema.jsonValue()) == json.dumps(read["schema"]), f"{what}: schema JSON differs; {hint}"
+        recorded = [G.decode_row(r) for r in read["rows"]]
+        assert_same(rows, recorded, f"{what}; {hint}", names=("live Spark", "recording"))

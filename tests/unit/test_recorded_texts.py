@@ -26,6 +26,13 @@ def test_recorded_outcomes_name_no_machine_path(path: Path) -> None:
     assert not found, found
 
 
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("state_vs_spark/*.json")), ids=lambda p: p.stem)
+def test_recorded_state_errors_name_no_machine_path(path: Path) -> None:
+    reads = json.loads(path.read_text(encoding="utf-8"))["reads"]
+    found = [r["error"] for r in reads if "error" in r and MACHINE.search(r["error"])]
+    assert not found, found
+
+
 def test_a_path_cut_by_the_trim_is_scrubbed(tmp_path: Path) -> None:
     venv_file = tmp_path / "venv-4.1.4" / "lib" / "python3.11" / "site-packages" / "pyspark" / "sql" / "utils.py"
     text = trim_text("x" * 2980 + f' File "{venv_file}"')
