@@ -153,12 +153,29 @@ def _log_behind_offset(ctx: AuditContext, source_id: str, latest: int | None, en
     latest + 1 when it finds files it has not seen (the deleted entries' files are such), latest when it finds none;
     either way below ``end`` and different from it, so Spark plans a batch from ``end`` back to that offset and
     ``getBatch``'s ``assert(startOffset <= endOffset)`` fails (damage hunt of 2026-11-27, F07 on 4.3; recorded
-    3.5.9-4.2.1). One entry below (latest + 1 == end) depends on the input directory: with new files the source
-    writes entry ``end`` again and restarts."""
-    if latest is None or latest + 1 >= end:
-        return None
+    3.5.9-4.2.1). One entry below (latest + 1 == end) restarts: the source writes entry ``end`` again with every
+    file it has not seen, new ones included, and the offset log counts it as read: their rows are lost (a silent
+    hazard; repair hunt 10, W14 on 4.3.0)."""
     L = ctx.latest_offset
     rel = f"{layout.SOURCES}/{source_id}"
+    if latest is not None and latest + 1 == end:
+        # the restarted source logs the files it has not seen (the deleted entry's, and every new one) as entry
+        # `end`, which the offset log records as read: the first batch after the restart skips them, and the rows of
+        # every file that arrived since are lost without an error (repair hunt 10, W14 on 4.3.0: 3 rows missing)
+        return SRC_MISSING.finding(
+            f"{rel}/{end} is missing (the log ends at entry {latest}), but offsets/{L} records that source "
+            f"{source_id} read entry {end}: the restarted source writes the files it has not seen (the lost entry's "
+            f"and every new one, up to its per-batch limit) as entry {end} again, which the offset log already "
+            "counts as read, so the first batch after the restart reads none of them: the rows of new files that "
+            "land in that entry are lost without an error (with one file per trigger, only that batch is empty)",
+            [Evidence(ctx.ckpt.display(f"{rel}/{end}"), expected="a file", found="none")],
+            silent=True,
+            fix=f"Restore {rel}/{end} from a backup before the restart. Without it, restart only once no file has "
+            "arrived since batch {L} (the entry is then written again with the files it held), or start the query on "
+            "a new checkpoint (`ckptfix offsets export` gives where its sources start).".replace("{L}", str(L)),
+        )
+    if latest is None or latest + 1 >= end:
+        return None
     committed = L is not None and ctx.latest_commit == L
     return SRC_MISSING.finding(
         f"{rel}/ ends at entry {latest}, but offsets/{L} records that source {source_id} read its log up to entry "

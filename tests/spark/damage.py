@@ -556,6 +556,27 @@ def _source_log_cut_below_noop_batch(ckpt: Path) -> None:
             remove(p)
 
 
+def _source_log_entry_missing_after_noop_batch(ckpt: Path) -> None:
+    """offsets/L records the file source at offsets/L-1's logOffset P (batch L read no file, as a watermark's no-data
+    batch does; an edit, .crc dropped), and sources/0's entries from P on deleted: the log ends one entry below the
+    recorded offset (repair hunt 10, W14: the latest entry of a windowed query's log deleted after its trailing
+    no-data batches; Spark restarted and lost the new file's rows)."""
+    L = latest(ckpt, "offsets")
+    entries = _source_log_entries(ckpt)
+    if L < 1 or not entries:
+        raise SkipCase("no offset file before the latest, or no sources/0 entries")
+    prev = json.loads(_offset_lines(ckpt / "offsets" / str(L - 1))[2])["logOffset"]
+    if prev < 1 or any(p.name.endswith(".compact") for b, p in entries.items() if b >= prev):
+        raise SkipCase("no entry below the previous batch's logOffset, or a compaction from it on")
+    path = ckpt / "offsets" / str(L)
+    lines = _offset_lines(path)
+    lines[2] = json.dumps({"logOffset": prev}, separators=(",", ":"))
+    rewrite(path, "\n".join(lines), drop_crc=True)
+    for b, p in entries.items():
+        if b >= prev:
+            remove(p)
+
+
 def _offset_source_as_string(ckpt: Path) -> None:
     """The file source's offset in offsets/L with its number written as a JSON string, ``{"logOffset":"N"}``
     (an edit; .crc dropped)."""
@@ -1303,6 +1324,14 @@ _CASES = [
         _source_log_cut_below_noop_batch,
         "offsets/L records the file source at offsets/L-1's logOffset (a batch that read no file), and sources/0's "
         "newest .compact and every entry after it deleted",
+    ),
+    DamageCase(
+        "source_log_entry_missing_after_noop_batch",
+        "stateless",
+        _source_log_entry_missing_after_noop_batch,
+        "offsets/L records the file source at offsets/L-1's logOffset P (a batch that read no file), and sources/0's "
+        "entries from P on deleted: the restarted source logs the new file as entry P, already counted as read",
+        expect_rule="SRC-LOG-MISSING",
     ),
     DamageCase("commit_latest_v99", "stateless", _relabel("commits", "v99"), "commits/L header 'v99'"),
     DamageCase("commit_latest_v1_only", "stateless", _truncate("commits", "v1"), "commits/L is just 'v1'"),
