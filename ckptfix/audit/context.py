@@ -31,6 +31,24 @@ class AuditContext:
     #: what shared samplers computed once for several rules (:mod:`ckptfix.audit.sampled`)
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)
 
+    def rollback_command(self, batch: int) -> str:
+        """The ``ckptfix rollback`` that goes back to ``batch``, as advice: with the file sink the audit was given
+        (``--sink OUT --with-sink``: otherwise the sink skips the batch ids it already holds and the rows of the
+        batches run again are lost; repair hunt 10, on 4.3.0) and the audit's target when it is not the newest."""
+        import shlex
+
+        from ckptfix.audit.targets import NEWEST
+
+        parts = ["ckptfix rollback", shlex.quote(self.ckpt.location.url), f"--to-batch {batch}"]
+        if self.sink is not None:
+            parts += ["--sink", shlex.quote(self.sink.location.url), "--with-sink"]
+        if self.target.label != NEWEST:
+            parts += ["--target-spark", self.target.label]
+        command = f"`{' '.join(parts)}`"
+        if self.sink is None:
+            command += " (a file sink: add `--sink OUT --with-sink`, or the sink skips the batches run again)"
+        return command
+
     # -- the facts Spark's restart is decided on (spark-logs-and-restart.md §6.3) --------
     @cached_property
     def latest_offset(self) -> int | None:

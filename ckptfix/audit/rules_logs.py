@@ -17,7 +17,6 @@ from ckptfix.audit import spark_errors as E
 from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
-from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError, UnsupportedVersion
 from ckptfix.formats import hadoopcrc
 from ckptfix.formats import metadata as metadata_format
@@ -410,15 +409,21 @@ def _keeps_async(ctx: AuditContext) -> bool:
     return options.get("asyncprogresstrackingenabled") == "true"
 
 
-def stateful_gap_fix(ck: Checkpoint) -> str:
+def stateful_gap_fix(ctx: AuditContext) -> str:
     """LOG-ASYNC-GAP where state/ has stateful operators: asynchronous progress tracking never runs them, so the
     gap has another cause and neither a copied offset file nor `async-off` is the way out (repair refuses both);
     the audit and the repair's refusal say the same."""
-    L = ck.offsets.latest
+    ck = ctx.ckpt
+    L, K = ck.offsets.latest, ck.commits.latest
+    if L is not None and K is not None and K >= L:
+        return (
+            f"this gap has another cause than asynchronous progress tracking, which never runs the stateful operators "
+            f"state/ has; batch {L} is committed, so `ckptfix repair` writes offsets/{L - 1} as a copy of offsets/{L} "
+            f"(the restart runs batch {L + 1} on state version {L + 1}); or restore offsets/{L - 1} from a backup"
+        )
     before = [b for b in ck.commits.files if b in ck.offsets.files and L is not None and b < L - 1]
     back = (
-        f"`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {max(before)}`, the newest batch both logs "
-        "hold before the gap"
+        f"{ctx.rollback_command(max(before))}, the newest batch both logs hold before the gap"
         if before
         else "`ckptfix rollback`"
     )
@@ -475,7 +480,7 @@ def previous_offset(ctx: AuditContext) -> Iterator[Finding]:
             ev,
             spark_error=err,
             stage=stage,
-            fix=_sentence(stateful_gap_fix(ck)) + "." if ck.state.operators else None,
+            fix=_sentence(stateful_gap_fix(ctx)) + "." if ck.state.operators else None,
         )
         return
     _, exc = ctx.offset_or_error(prev)
@@ -596,8 +601,7 @@ def commit_gap(ctx: AuditContext) -> Iterator[Finding]:
         + (" (consistent with asynchronous progress tracking: they ran before the stop)" if async_like else ""),
         [Evidence(ctx.ckpt.display(f"commits/{K}")), Evidence(ctx.ckpt.display(f"offsets/{L}"))],
         severity="info" if async_like else "warning",
-        fix=f"If batches {K + 1}..{L - 1} never ran, roll back to batch {K} "
-        f"(`ckptfix rollback {shlex.quote(ctx.ckpt.location.url)} --to-batch {K}`).",
+        fix=f"If batches {K + 1}..{L - 1} never ran, roll back to batch {K} ({ctx.rollback_command(K)}).",
     )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -481,11 +480,10 @@ class StoreCheck:
         if not older:
             return head + " No older version of this store loads either: without the file, only a new checkpoint."
         v = max(older)
-        url = self.ctx.ckpt.location.url
         return (
-            f"{head} Or roll back to batch {v - 1} (`ckptfix rollback {url} --to-batch {v - 1}`; the newest "
-            f"version this store loads is {v}): Spark then runs batches {v}.. again from the source, which must "
-            "still hold their input."
+            f"{head} Or roll back to batch {v - 1} ({self.ctx.rollback_command(v - 1)}; the newest version this "
+            f"store loads is {v}): Spark then runs batches {v}.. again from the source, which must still hold their "
+            "input."
         )
 
     def chain_v1(self) -> Problem | None:
@@ -967,7 +965,7 @@ def _with_rollback_fix(ctx: AuditContext, problem: Problem) -> Problem:
         return problem
     fix = (
         f"Restore the file from a backup, or roll back to batch {batch}, the newest whose state does not load it: "
-        f"`ckptfix rollback {shlex.quote(ck.location.url)} --to-batch {batch}` (the batches after it run again)."
+        f"{ctx.rollback_command(batch)} (the batches after it run again)."
     )
     return replace(problem, fix=fix)
 

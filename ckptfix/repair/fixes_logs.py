@@ -268,9 +268,8 @@ def commit_ahead(fc: FixContext, finding: Finding) -> list[str]:
         if _is_state_pointer(ck.read(rel)):
             raise CannotFix(
                 f"{rel} carries stateUniqueIds (state checkpoint format v2): it points into state/, which repair does "
-                f"not judge; roll back to batch {L} (`ckptfix rollback {ck.location.url} --to-batch {L}`; for a file "
-                "sink add `--sink OUT --with-sink`), which deletes it with the state it points to, or restore "
-                f"offsets/{L + 1} from a backup"
+                f"not judge; roll back to batch {L} ({fc.audit.rollback_command(L)}), which deletes it with the "
+                f"state it points to, or restore offsets/{L + 1} from a backup"
             )
     # commits at or below L are left alone: a gap K2 < L-1 is LOG-COMMIT-GAP's (or async tracking's) business
     K2 = max((c for c in ck.commits.listed_ids if c <= L), default=None)
@@ -338,7 +337,7 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str, replay: str | None 
             raise CannotFix(
                 f"{why}, and the commit log reaches {ahead[-1]} beyond it with state pointers (stateUniqueIds): "
                 f"restore offsets/{L} from a backup, or roll back to batch {L - 1} "
-                f"(`ckptfix rollback {ck.location.url} --to-batch {L - 1}`)"
+                f"({fc.audit.rollback_command(L - 1)})"
             )
         for c, rel in zip(ahead, rels, strict=True):
             fc.builder.delete(rel, f"{why}: commit of batch {c}, beyond it; batch {c} is planned anew", rule)
@@ -349,7 +348,7 @@ def _drop_latest_offset(fc: FixContext, rule: str, why: str, replay: str | None 
         raise CannotFix(
             f"{why}, and commits/{L} is a state pointer (stateUniqueIds, state checkpoint format v2), which repair "
             f"does not judge: restore the damaged file from a backup, or roll back to batch {L - 1} "
-            f"(`ckptfix rollback {ck.location.url} --to-batch {L - 1}`; for a file sink add `--sink OUT --with-sink`)"
+            f"({fc.audit.rollback_command(L - 1)})"
         )
     _no_replan(fc, L, why)
     rolled = _roll_state_back(fc, L, rule, why)
@@ -975,8 +974,10 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     """Write offsets/L-1 so that a synchronous restart does what the async restart would
     (spark-logs-and-restart.md §7.5, verified on 3.5.9 and 4.3.0)."""
     ck, rule = fc.ckpt, finding.rule_id
-    if ck.state.operators:
-        raise CannotFix(stateful_gap_fix(ck))
+    L0, K0 = ck.offsets.latest, ck.commits.latest
+    stateful_committed = L0 is not None and K0 is not None and K0 >= L0
+    if ck.state.operators and (not stateful_committed or fc.strategy == "truncate"):
+        raise CannotFix(stateful_gap_fix(fc.audit))
     if fc.strategy == "truncate":
         return _truncate_to_consecutive(fc, rule)
     L, K = ck.offsets.latest, ck.commits.latest
@@ -991,6 +992,11 @@ def async_gap(fc: FixContext, finding: Finding) -> list[str]:
     target = f"offsets/{L - 1}"
     if K is not None and K >= L:
         fc.builder.copy(target, ck.offsets.files[L], f"copy of offsets/{L}: batch {L} is committed", rule)
+        if ck.state.operators:
+            # batch L committed: the restart runs batch L+1 on state version L+1 and reads offsets/L-1 only to find
+            # it there; the batches of the gap ran, their effects are in the state (repair hunt 10, A11: offsets and
+            # commits of two batches deleted by hand; restarted on 4.3.0 with the rows of an undamaged run)
+            return [f"Spark resumes at batch {L + 1} from the offsets of batch {L} and state version {L + 1}"]
         return [
             f"Spark resumes at batch {L + 1} from the offsets of batch {L}; no recorded batch re-runs",
             # batches after L ran in memory before the stop, their offsets never persisted

@@ -85,8 +85,8 @@ def _otherwise(fc: FixContext, sel: Any, store: StoreDir, N: int) -> str:
         )
     v = max(older)
     return (
-        f"{head}, or roll back to batch {v - 1} (`ckptfix rollback {fc.ckpt.location.url} --to-batch {v - 1}`: the "
-        f"newest version of {store.rel} that loads is {v}; Spark runs batches {v}.. again)"
+        f"{head}, or roll back to batch {v - 1} ({fc.audit.rollback_command(v - 1)}: the newest version of "
+        f"{store.rel} that loads is {v}; Spark runs batches {v}.. again)"
     )
 
 

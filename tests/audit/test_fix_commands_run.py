@@ -64,17 +64,19 @@ def test_a_corrupt_changelog_names_the_rollback_that_avoids_it(tmp_path: Path) -
 
 def test_an_offset_gap_under_stateful_operators_names_the_rollback_not_async_off(tmp_path: Path) -> None:
     """New-user trial: offsets/10 deleted in a stateful checkpoint; the audit's fix offered `ckptfix repair` or
-    `ckptfix async-off`, and repair refused both. The audit now gives the refusal's way out, and it runs."""
+    `ckptfix async-off`, and repair refused both. The audit now gives a way out that runs: with the latest batch
+    committed, repair's copy of offsets/L (repair hunt 10, A11, proven live in tests/repair/test_fixes_spark.py)."""
     ckpt = tmp_path / "ck"
     shutil.copytree(SAMPLES / "rocksdb-changelog", ckpt)
     (ckpt / "offsets/10").unlink()
     (ckpt / "offsets/.10.crc").unlink()
     (finding,) = [f for f in audit(str(ckpt), "4.3").findings if f.rule_id == "LOG-ASYNC-GAP"]
     assert "async-off" not in (finding.fix or "") and "another cause" in (finding.fix or ""), finding.fix
-    command = re.search(r"`(ckptfix rollback [^`]*)`", finding.fix or "")
-    assert command is not None and shlex.split(command.group(1))[2:] == [str(ckpt), "--to-batch", "9"]
+    assert (ckpt / "commits" / "11").exists()  # the sample's latest batch is committed (uncommitted: the rollback,
+    # tests/repair/test_repair_cli_hints.py)
+    assert "`ckptfix repair` writes offsets/10 as a copy of offsets/11" in (finding.fix or ""), finding.fix
     proc = subprocess.run(
-        [sys.executable, "-m", "ckptfix.cli.main", *shlex.split(command.group(1))[1:], "--apply", "--force"],
+        [sys.executable, "-m", "ckptfix.cli.main", "repair", str(ckpt), "--apply", "--force"],
         capture_output=True,
         text=True,
         timeout=300,

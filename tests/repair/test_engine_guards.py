@@ -200,7 +200,12 @@ def test_apply_that_leaves_a_failing_checkpoint_exits_non_zero(tmp_path: Path) -
 
     ckpt = tmp_path / "ckpt"
     shutil.copytree(SAMPLE, ckpt)
-    result = CliRunner().invoke(app, ["repair", str(ckpt), "--apply", "--force", "--stateful"])
+    # by default a plan that leaves an error unfixed is not applied at all (repair hunt 10: W01, W07, R04)
+    held = CliRunner().invoke(app, ["repair", str(ckpt), "--apply", "--force", "--stateful"])
+    assert held.exit_code == 1, held.output
+    assert "not applied:" in held.stderr and "--partial" in held.stderr and "dry run" not in held.stderr
+    assert not (ckpt / "_ckptfix").exists() and not (ckpt / "offsets" / "30").exists()
+    result = CliRunner().invoke(app, ["repair", str(ckpt), "--apply", "--force", "--stateful", "--partial"])
     assert result.exit_code == 1, result.output
     assert "does not audit as restartable" in result.stderr and "ckptfix undo" in result.stderr
 

@@ -826,7 +826,11 @@ def test_a_v2_state_pointer_refusal_names_a_rollback_that_works(tmp_path: Path, 
     assert not any("state helper" in u for u in unfixed)
     L = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
     keep = L - 1 if case == "offset_latest_empty" else L  # LOG-UNREADABLE drops batch L; LOG-COMMIT-AHEAD keeps it
-    assert any(f"`ckptfix rollback {ckpt} --to-batch {keep}`; for a file sink add" in u for u in unfixed), unfixed
+    # no --sink given: the command, and the flags a file sink needs (without them its rows are lost, repair hunt 10)
+    with_sink = f"`ckptfix rollback {ckpt} --to-batch {keep}` (a file sink: add `--sink OUT --with-sink`"
+    assert any(with_sink in u for u in unfixed), unfixed
+    plan, unfixed = plan_of(ckpt, sink_path=str(_output))
+    assert any(f"`ckptfix rollback {ckpt} --to-batch {keep} --sink {_output} --with-sink`" in u for u in unfixed)
 
 
 def test_commit_ahead_over_an_uncommitted_batch_announces_both_replays(tmp_path: Path) -> None:

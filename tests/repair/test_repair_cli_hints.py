@@ -31,9 +31,16 @@ def test_the_undo_hint_names_the_backup_dir(tmp_path: Path) -> None:
 
 
 def test_a_stateful_async_gap_names_the_rollback_batch(tmp_path: Path) -> None:
+    """Batch L not committed: the gap cannot be bridged by a copy; the refusal names the rollback. Batch L committed
+    (repair hunt 10, A11): offsets/L-1 is only looked up, so the copy of offsets/L is the fix (proven live in
+    tests/repair/test_fixes_spark.py, two_batches_before_latest_deleted)."""
     ckpt = extract("agg_hdfs", tmp_path)  # offsets and commits 0..4
     (ckpt / "offsets" / "3").unlink()
     (ckpt / "offsets" / ".3.crc").unlink(missing_ok=True)
+    plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
+    assert unfixed == [] and [(a.op, a.path) for a in plan.actions] == [("write", "offsets/3")], unfixed
+    (ckpt / "commits" / "4").unlink()
+    (ckpt / "commits" / ".4.crc").unlink(missing_ok=True)
     _plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
     reasons = [str(u) for u in unfixed if "LOG-ASYNC-GAP" in str(u)]
     assert reasons and f"ckptfix rollback {ckpt} --to-batch 2" in reasons[0], unfixed

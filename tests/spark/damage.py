@@ -404,6 +404,17 @@ def _middle_gap(ckpt: Path) -> None:
     remove(ckpt / "offsets" / "2")
 
 
+def _two_batches_before_latest_deleted(ckpt: Path) -> None:
+    """offsets and commits of batches L-2 and L-1 deleted by hand (with their .crc), batch L committed (repair hunt
+    10, A11: a stateful query's logs cleaned by hand)."""
+    last = latest(ckpt, "offsets")
+    if last < 3 or last not in log_ids(ckpt, "commits"):
+        raise SkipCase("fewer than 4 batches, or the latest is not committed")
+    for b in (last - 2, last - 1):
+        remove(ckpt / "offsets" / str(b))
+        remove(ckpt / "commits" / str(b))
+
+
 def _leftovers(ckpt: Path) -> None:
     last = latest(ckpt, "offsets")
     src = (ckpt / "offsets" / str(last)).read_bytes()
@@ -1412,6 +1423,12 @@ _CASES = [
         expect_rule="LOG-CRC-MISMATCH",
     ),
     DamageCase("offsets_middle_gap", "stateless", _middle_gap, "offsets/2 deleted (harmless)"),
+    DamageCase(
+        "two_batches_before_latest_deleted",
+        "agg_hdfs",
+        _two_batches_before_latest_deleted,
+        "a stateful query's offsets and commits of batches L-2 and L-1 deleted (with .crc), batch L committed",
+    ),
     DamageCase(
         "leftover_temp_and_junk",
         "stateless",
