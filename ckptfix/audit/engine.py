@@ -14,6 +14,7 @@ from ckptfix.audit import (  # noqa: F401
     rules_schema,
     rules_sink,
     rules_sources,
+    rules_stale,
     rules_state,
     rules_state_ahead,
     rules_upgrade,

@@ -160,8 +160,9 @@ LOG_CRC = define(
     "A log file no longer matches its Hadoop .crc sidecar",
     "The file was edited after Spark wrote it. Spark does NOT verify these sidecars: it restarts with the "
     "edited content and may silently compute wrong results. This is worse than a crash.",
-    "Find out who edited the file; restore the original (a ckptfix backup) or, if the edit is intended, "
-    "regenerate the sidecar (`ckptfix repair` quarantines it first).",
+    "Find out who edited the file (or its sidecar: a .crc copied from another file looks the same); restore the "
+    "original (a ckptfix backup), or, if the file's content is right (the edit intended, or only the sidecar "
+    "wrong), keep it and regenerate the sidecar: `ckptfix repair CKPT --accept-edits`.",
 )
 LOG_CRC_ORPHAN = define(
     "LOG-CRC-ORPHAN",

@@ -179,6 +179,15 @@ def sink_log(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         yield SINK_BEHIND.finding(
             f"{who} ends at batch {S} but batches up to {K} are committed",
             [Evidence(sink.evidence(qid)), Evidence(ctx.ckpt.display(f"commits/{K}"))],
+            # a rollback to the sink's last batch runs the others again into the sink (repair hunt 10: W10, W18, S04,
+            # D06 on 4.3.0 restarted with exactly the reference rows; the advice had been a restore only)
+            fix=None
+            if sink.delta is not None or S < 0
+            else f"Roll the checkpoint back to batch {S}, the file sink's last ({ctx.rollback_command(S)}): Spark "
+            f"runs batches {S + 1}..{K} again and the sink writes their rows (the source must still hold their "
+            "input). Or restore the sink's log from a backup. After an interrupted `ckptfix rollback --with-sink` "
+            "(the sink rolled back, the checkpoint not yet), run the same command again, or undo the sink's run "
+            "(`ckptfix undo OUT RUN`).",
         )
 
 

@@ -101,3 +101,24 @@ def delete_metadata_sidecars(fc: FixContext, finding: Finding) -> list[str]:
         why = "the sidecar of a file that is gone: Spark's rename onto it would fail"
         fc.builder.delete(crc_rel, why, finding.rule_id)
     return [f"Spark writes {', '.join(data for _, data in orphans)} again at the first batch"]
+
+
+@fixes("STATE-SNAPSHOT-STALE")
+def delete_stale_snapshots(fc: FixContext, finding: Finding) -> list[str]:
+    """Delete every stale snapshot the audit proves (with its sidecar): Spark then loads the older snapshot and
+    replays every delta up to the version (repair hunt 10, M04/M05: the restart had dropped those updates)."""
+    from ckptfix.audit.rules_stale import find_stale
+
+    stale = find_stale(fc.audit)
+    if not stale:
+        raise CannotFix("no stale snapshot found again (the checkpoint changed?)")
+    effects = []
+    for s in stale:
+        fc.builder.delete(
+            s.rel, f"byte for byte {s.same_as}: the state of version {s.older}, not {s.version}", finding.rule_id
+        )
+        effects.append(
+            f"Spark loads version {s.version} of {s.rel.rsplit('/', 1)[0]} from {s.same_as} and the deltas "
+            f"{s.older + 1}..{s.version}"
+        )
+    return effects

@@ -404,6 +404,19 @@ def _middle_gap(ckpt: Path) -> None:
     remove(ckpt / "offsets" / "2")
 
 
+def _snapshot_overwritten_by_older(ckpt: Path) -> None:
+    """Partition 0's newest HDFS snapshot (and .crc) overwritten with its oldest one: a restore that took the wrong
+    file (repair hunt 10, M04/M05)."""
+    part = state_partitions(ckpt)[0]
+    snaps = sorted(int(p.name.split(".")[0]) for p in part.glob("*.snapshot"))
+    if len(snaps) < 2:
+        raise SkipCase("fewer than two snapshots in state/0/0")
+    old, new = part / f"{snaps[0]}.snapshot", part / f"{snaps[-1]}.snapshot"
+    shutil.copyfile(old, new)
+    if crc_of(old).exists():
+        shutil.copyfile(crc_of(old), crc_of(new))
+
+
 def _two_batches_before_latest_deleted(ckpt: Path) -> None:
     """offsets and commits of batches L-2 and L-1 deleted by hand (with their .crc), batch L committed (repair hunt
     10, A11: a stateful query's logs cleaned by hand)."""
@@ -1423,6 +1436,14 @@ _CASES = [
         expect_rule="LOG-CRC-MISMATCH",
     ),
     DamageCase("offsets_middle_gap", "stateless", _middle_gap, "offsets/2 deleted (harmless)"),
+    DamageCase(
+        "state_snapshot_overwritten_by_older",
+        "agg_hdfs",
+        _snapshot_overwritten_by_older,
+        "state/0/0's newest snapshot (and .crc) overwritten with its oldest one (every batch of this query updates "
+        "every key, so the deltas after it write the whole state again: Spark restarts right, and the audit must "
+        "not call it stale; repair hunt 10's M04/M05, where keys were left behind, restarted wrong)",
+    ),
     DamageCase(
         "two_batches_before_latest_deleted",
         "agg_hdfs",
