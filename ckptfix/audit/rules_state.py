@@ -630,11 +630,22 @@ class StoreCheck:
                     ),
                 )
             if exc.path == top:
+                back = N - 2
+                roll = (
+                    f" Or roll back to batch {back} ({self.ctx.rollback_command(back)}), whose commit names version "
+                    f"{back + 1}: the rollback checks that its files load; Spark then runs batch {back + 1}.. again."
+                    if back >= 0 and back in self.ctx.ckpt.commits.files
+                    else " Without it, only a new checkpoint (`ckptfix offsets export` gives where its sources start)."
+                )
                 return Problem(
                     CHAIN.id,
                     f"{top} is missing; commits name it as version {N}",
                     (Evidence(self.display(top), expected="a file", found="none"),),
                     E.streaming_file_missing(self.ctx.target, top),
+                    # repair hunt 10, P01: the rule's generic fix ("rebuild version N") named a rebuild that cannot
+                    # work: the commit names this file as the only one of version N
+                    fix=f"Restore {top} from a backup: commits/{N - 1} names it as the file of version {N}, so no "
+                    f"rebuild brings that version back.{roll}",
                 )
             return Problem(
                 CHAIN.id,
