@@ -17,21 +17,7 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import codec
-from ckptfix.formats.unsaferow import (
-    BooleanType,
-    ByteType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    NullType,
-    ShortType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from ckptfix.formats.unsaferow import StructType, fixed_width
 from ckptfix.state.decode import Decoder
 from ckptfix.state.read import ENCODING, ROW_CHECKSUM
 from ckptfix.state.schemas import operator_info, store_schema
@@ -140,28 +126,11 @@ def _store_rows(ctx: AuditContext, op: OperatorDir, name: str) -> dict[int, Rows
     return out
 
 
-_FIXED = (
-    NullType,
-    BooleanType,
-    ByteType,
-    ShortType,
-    IntegerType,
-    LongType,
-    FloatType,
-    DoubleType,
-    DateType,
-    TimestampType,
-    TimestampNTZType,
-)
-
-
 def fixed_size(schema: StructType) -> int | None:
     """The size of every UnsafeRow of ``schema`` when all its fields are fixed-width (null bitset and slots, no
     variable-length region: Spark's UnsafeRowWriter writes nothing more), else None."""
-    for f in schema.fields:
-        t = f.data_type
-        if not (isinstance(t, _FIXED) or (isinstance(t, DecimalType) and t.precision <= 18)):
-            return None
+    if not all(fixed_width(f.data_type) for f in schema.fields):
+        return None
     n = len(schema.fields)
     return 8 * ((n + 63) // 64) + 8 * n
 

@@ -907,6 +907,27 @@ def _put_fixed(fmt: struct.Struct) -> Any:
     return encode
 
 
+#: the types a row keeps in its 8-byte slot alone (decimal(p <= 18) too, by precision: see :func:`fixed_width`)
+FIXED_WIDTH_TYPES = (
+    NullType,
+    BooleanType,
+    ByteType,
+    ShortType,
+    IntegerType,
+    LongType,
+    FloatType,
+    DoubleType,
+    DateType,
+    TimestampType,
+    TimestampNTZType,
+)
+
+
+def fixed_width(t: DataType) -> bool:
+    """Whether a value of ``t`` lives in its slot alone (no variable-length region)."""
+    return isinstance(t, FIXED_WIDTH_TYPES) or (isinstance(t, DecimalType) and t.precision <= 18)
+
+
 _FIXED_WIDTH: dict[type[DataType], struct.Struct] = {**_NUMBERS, BooleanType: BOOL}
 for _type, _fmt in _FIXED_WIDTH.items():
     _encode.register(_type, _put_fixed(_fmt))

@@ -37,6 +37,7 @@ from typing import Any
 from ckptfix.errors import FormatError
 from ckptfix.formats import avro, unsaferow
 from ckptfix.formats.unsaferow import (
+    FIXED_WIDTH_TYPES,
     BinaryType,
     BooleanType,
     ByteType,
@@ -328,21 +329,7 @@ def decode_pair(
 
 #: Spark types decoded in bulk (numpy over the rows' 8-byte words); any other field (struct, array, map,
 #: decimal(p > 18)) leaves the whole store to the row-by-row decoder
-_BULK = (
-    NullType,
-    BooleanType,
-    ByteType,
-    ShortType,
-    IntegerType,
-    LongType,
-    FloatType,
-    DoubleType,
-    DateType,
-    TimestampType,
-    TimestampNTZType,
-    StringType,
-    BinaryType,
-)
+_BULK = (*FIXED_WIDTH_TYPES, StringType, BinaryType)
 # what Python's date/datetime hold (the row-by-row decoder fails outside, with its own message)
 _MIN_DAY, _MAX_DAY = -719_162, 2_932_896  # 0001-01-01, 9999-12-31
 _MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
