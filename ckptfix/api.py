@@ -311,11 +311,17 @@ class RepairPlan:
         force: bool = False,
         idle_seconds: float = 120,
         progress: ProgressLike = None,
+        partial: bool = False,
     ) -> str:
         """Back up every file the plan changes, carry it out, journal each step; returns the run id
         (``ckptfix undo CKPT RUN`` restores every byte). Refuses while the checkpoint is being written
-        (``force`` skips that check) and when a file changed since the plan was made."""
-
+        (``force`` skips that check) and when a file changed since the plan was made; and, as ``ckptfix repair
+        --apply`` does, while error findings stay unfixed (:attr:`unfixed`), unless ``partial``."""
+        if self.unfixed and not partial and not self.plan.empty:
+            raise UsageError(
+                f"not applied: {', '.join(sorted({u.rule_id for u in self.unfixed}))} stay unfixed, so the query "
+                "would still not restart as it should; deal with them first, or pass partial=True"
+            )
         return _apply(self.plan, self.url, self.storage_options, backup_url, force, idle_seconds, progress)
 
     def audit_after(self) -> Report:

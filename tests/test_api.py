@@ -212,6 +212,19 @@ def test_plan_repair_takes_the_query_id_the_cli_takes(tmp_path: Path) -> None:
     assert json.loads((ckpt / "metadata").read_text().splitlines()[0])["id"] == qid
 
 
+def test_a_plan_that_leaves_errors_unfixed_is_not_applied_unless_partial(tmp_path: Path) -> None:
+    """As `repair --apply` without --partial (repair hunt 10: a partial apply deleted state a committed batch
+    wrote, while the blocker stayed): the sample told stateful, its state gone, keeps STATE errors unfixed."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt)
+    plan = ckptfix.plan_repair(str(ckpt), stateful=True)
+    assert plan.unfixed and plan.plan.actions, plan
+    with pytest.raises(UsageError, match="not applied: .* stay unfixed"):
+        plan.apply(force=True)
+    assert not (ckpt / "_ckptfix").exists()
+    assert plan.apply(force=True, partial=True)
+
+
 def test_a_query_id_that_is_no_uuid_is_a_usage_error() -> None:
     with pytest.raises(UsageError) as refused:
         ckptfix.plan_repair(str(SAMPLE), query_id="my-query")
