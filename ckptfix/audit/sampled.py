@@ -92,7 +92,7 @@ def _store_rows(ctx: AuditContext, op: OperatorDir, name: str) -> dict[int, Rows
     ck, N = ctx.ckpt, ctx.state_version
     if N <= 0:
         return None
-    if ctx.conf.get(ENCODING, "unsaferow").lower() != "unsaferow" or ctx.conf.get(ROW_CHECKSUM, "") == "true":
+    if ctx.conf.get(ENCODING, "unsaferow").lower() != "unsaferow" or ctx.conf.get(ROW_CHECKSUM, "").lower() == "true":
         return None
     found = providers.of(ctx.conf, op)
     if found.custom:
