@@ -170,8 +170,9 @@ SCHEMA_ROWS = define(
     "from another operator or store, or a partition directory copied from another operator, breaks that (damage "
     "hunt 8, 4.3: STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE for an aggregation whose schema file was a join store's, "
     "and for an operator's partition 0 copied from another operator; 3.5's StateSchemaNotCompatible). ckptfix "
-    "decodes a sample of every partition's rows (the newest state file's first rows: keys and values, a zip's "
-    "keys) with the stored schema. Where no partition's rows fit it, the schema file is not the query's, and "
+    "decodes a sample of every partition's rows (the newest state file's first rows, keys and values; a zip's "
+    "smallest SSTs' first entries) with the stored schema: a row fits when it decodes and, with fixed-width "
+    "fields only, has exactly their size. Where no partition's rows fit, the schema file is not the query's, and "
     "Spark's check fails (the query being the one that wrote the rows); where some partitions' rows fit and "
     "others' do not, rows or schema came from elsewhere, and what Spark does depends on which (not recorded: "
     "unknown). Not checked: transformWithState, Avro-encoded state, row checksums.",
