@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ckptfix.audit.targets import SparkTarget
+from ckptfix.audit.targets import NEWEST, SparkTarget
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
 from ckptfix.formats import commitlog, offsetlog
@@ -35,10 +36,6 @@ class AuditContext:
         """The ``ckptfix rollback`` that goes back to ``batch``, as advice: with the file sink the audit was given
         (``--sink OUT --with-sink``: otherwise the sink skips the batch ids it already holds and the rows of the
         batches run again are lost; repair hunt 10, on 4.3.0) and the audit's target when it is not the newest."""
-        import shlex
-
-        from ckptfix.audit.targets import NEWEST
-
         parts = ["ckptfix rollback", shlex.quote(self.ckpt.location.url), f"--to-batch {batch}"]
         if self.sink is not None:
             parts += ["--sink", shlex.quote(self.sink.location.url), "--with-sink"]

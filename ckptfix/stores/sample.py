@@ -30,9 +30,16 @@ def newest_steps(store: StoreDir, version: int, provider: str, uid: str | None) 
     return list(reversed(chain.files))
 
 
+def _by_size(store: StoreDir, meta: rocksdbzip.RocksDBMetadata) -> list[rocksdbzip.SstFile]:
+    return sorted((s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts), key=lambda s: s.size_bytes)
+
+
 def sst_keys(ck: Checkpoint, store: StoreDir, meta: rocksdbzip.RocksDBMetadata, limit: int) -> list[bytes]:
     """Up to ``limit`` keys of the zip's smallest SST (its first data block)."""
-    return [key for key, _ in sst_entries(ck, store, meta, limit)]
+    tables = _by_size(store, meta)
+    if not tables:
+        return []
+    return sst.first_keys(ck.location.read(f"{store.rel}/SSTs/{tables[0].dfs_sst_file_name}"), limit)
 
 
 def sst_entries(
@@ -41,9 +48,8 @@ def sst_entries(
     """Up to ``limit`` (key, value) entries of the zip's smallest SST (its first data block; value None for a
     deletion or merge operand); where that block holds no value (an SST of tombstones), of the next smallest one
     that does, among the three smallest."""
-    listed = sorted((s for s in meta.sst_files if s.dfs_sst_file_name in store.ssts), key=lambda s: s.size_bytes)
     first: list[tuple[bytes, bytes | None]] = []
-    for i, table in enumerate(listed[:3]):
+    for i, table in enumerate(_by_size(store, meta)[:3]):
         entries = sst.first_entries(ck.location.read(f"{store.rel}/SSTs/{table.dfs_sst_file_name}"), limit)
         if i == 0:
             first = entries
@@ -53,7 +59,10 @@ def sst_entries(
 
 
 def first_keys(ck: Checkpoint, store: StoreDir, step: chains.Step, compression: str, limit: int) -> list[bytes]:
-    """Up to ``limit`` raw keys of ``step``. Raises :class:`FormatError` for a file that cannot be read."""
+    """Up to ``limit`` raw keys of ``step`` (a zip: of its smallest SST only). Raises :class:`FormatError` for a file
+    that cannot be read."""
+    if step.kind == "zip":
+        return sst_keys(ck, store, rocksdbzip.parse(ck.read(step.rel), ck.display(step.rel)).metadata, limit)
     return [rec.key for rec in first_records(ck, store, step, compression, limit)]
 
 
