@@ -143,7 +143,37 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
                     spark_error=E.log_parse_error(ctx.target, "sources", log.path_of(b), exc)
                     or SparkError(None, None, log.path_of(b)),
                     stage=60,
+                    fix=_newest_entry_fix(ctx, src.source_id, log, b, end, interval),
                 )
+
+
+def _newest_entry_fix(ctx: AuditContext, source_id: str, log: LogDir, b: int, end: int, interval: int) -> str | None:
+    """The fix for a damaged newest entry ``b`` (not a compaction) that batches up to the latest one recorded as read
+    (``end == b``): without a backup, deleting it leaves the log one entry below the offset log, which Spark writes
+    again with the files it has not seen (repair hunt 10, W15: exact, with one file per trigger and nothing new);
+    else rolling back to before the batch that read it (None: not that case)."""
+    if b != log.latest or b != end or is_compaction_batch(b, interval):
+        return None
+    L = ctx.latest_offset
+    first = L  # the batch that first recorded entry b as read (a no-data batch after it records it again)
+    k = L - 1 if L is not None else -1
+    while L is not None and k >= 0:
+        prev = ctx.offset_or_error(k)[0]
+        p = next((o for o in prev.offsets if o.source_id == source_id), None) if prev else None
+        found = file_source_log_offset(p.json if p else None)
+        if found is None or found < b:
+            break
+        first, k = k, k - 1
+    if first is None or first < 1:
+        return None
+    rel = log.path_of(b)
+    return (
+        f"Restore {rel} from a backup. Without one: if no file has landed in the source's directory since batch "
+        f"{first} read it (or the query reads one file per trigger), delete {rel} (and its .crc): the restarted "
+        "source writes the entry again with the files it has not seen, which are then that entry's (seen exact on "
+        "4.3); otherwise roll back to before that batch, "
+        f"{ctx.rollback_command(first - 1)}, so that batch {first} lists and reads its files again"
+    )
 
 
 def _log_behind_offset(ctx: AuditContext, source_id: str, latest: int | None, end: int) -> Finding | None:

@@ -121,8 +121,8 @@ def _stale(ctx: AuditContext, store: StoreDir, N: int, compression: str) -> Stal
         deltas = [store.files.get(("delta", d, None)) for d in range(v + 1, N + 1)]
         if any(rel is None for rel in deltas):
             return None
-        loaded = _replay(ctx, [snapshots[v], *deltas[base.version - v :]], compression)
-        right = _replay(ctx, [snapshots[v], *deltas], compression)
+        loaded = replay(ctx, [snapshots[v], *deltas[base.version - v :]], compression)
+        right = replay(ctx, [snapshots[v], *deltas], compression)
         if loaded is None or right is None or loaded == right:
             return None
         return Stale(base.rel, base.version, snapshots[v], v, changed)
@@ -132,7 +132,7 @@ def _stale(ctx: AuditContext, store: StoreDir, N: int, compression: str) -> Stal
 _REPLAY_LIMIT = 2_000_000  # records read to compare, at most
 
 
-def _replay(ctx: AuditContext, rels: list[str | None], compression: str) -> dict[bytes, bytes] | None:
+def replay(ctx: AuditContext, rels: list[str | None], compression: str) -> dict[bytes, bytes] | None:
     """The state the files ``rels`` (a snapshot, then deltas) make, as raw key -> value bytes (None: more than
     :data:`_REPLAY_LIMIT` records, or a file that cannot be read: the chain check reports that)."""
     state: dict[bytes, bytes] = {}
@@ -171,4 +171,4 @@ def _changed_between(ctx: AuditContext, store: StoreDir, low: int, high: int, co
     return None
 
 
-__all__ = ["STALE", "Stale", "find_stale", "stale_snapshots"]
+__all__ = ["STALE", "Stale", "find_stale", "replay", "stale_snapshots"]

@@ -82,10 +82,12 @@ class PlanBuilder:
             if old is not None and sidecar not in self._paths:
                 if content is None:
                     self._add(Action("delete", sidecar, FileState.of(old), None, f"checksum of {rel}", rule, rel))
+                    self._sidecars(sidecar, None, rule)  # its own Hadoop .crc: left alone, a later rename fails on it
                 else:
                     new = filechecksum.dump(filechecksum.make(content))
                     if new != old:
                         self._add(Action("write", sidecar, FileState.of(old), new, f"checksum of {rel}", rule, rel))
+                        self._sidecars(sidecar, new, rule)
 
     def build(
         self,

@@ -122,3 +122,31 @@ def delete_stale_snapshots(fc: FixContext, finding: Finding) -> list[str]:
             f"{s.older + 1}..{s.version}"
         )
     return effects
+
+
+@fixes("STATE-PARTITION-MISPLACED")
+def delete_misplaced_snapshots(fc: FixContext, finding: Finding) -> list[str]:
+    """Where only a partition's newest snapshot (or zip) holds another partition's keys and the older files it
+    would load instead hold its own, delete that snapshot (repair hunt 10, M03: two snapshots swapped, the deltas in
+    place; deleting them restarted exactly). Anything else (whole directories swapped or copied) has no exact fix
+    from the files: the backup, or the directories put back by hand."""
+    from ckptfix.audit.rules_placement import find_misplaced
+
+    effects = []
+    for m in find_misplaced(fc.audit):
+        if set(m.only_snapshots) != set(m.wrong):
+            raise CannotFix(
+                f"operator {m.op_id}: partition(s) {', '.join(map(str, sorted(set(m.wrong) - set(m.only_snapshots))))} "
+                "hold other partitions' keys in more than their newest snapshot: put each partition's files back in "
+                "its own directory (from a backup, or by swapping the directories the finding pairs), then audit again"
+            )
+        for p, rels in sorted(m.only_snapshots.items()):
+            for rel in rels:
+                fc.builder.delete(rel, f"holds keys of another partition than {p}", finding.rule_id)
+                effects.append(
+                    f"Spark loads partition {p} of operator {m.op_id} from the older files of "
+                    f"{rel.rsplit('/', 1)[0]}, which hold its own keys"
+                )
+    if not effects:
+        raise CannotFix("no misplaced keys found again (the checkpoint changed?)")
+    return effects

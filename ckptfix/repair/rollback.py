@@ -11,7 +11,8 @@ What goes (spark-logs-and-restart.md §2, §6; spark-state-formats.md §0, §2.2
 What stays, on purpose:
 
 * ``commits/N``: in checkpoint format v2 it is the pointer to version N+1's unique ids.
-* file-source logs (``sources/<k>/``): entries after the ``logOffset`` of ``offsets/N`` stay.
+* file-source logs (``sources/<k>/``): entries after the ``logOffset`` of ``offsets/N`` stay, except a newest
+  one that cannot be read (it would stop the restart; Spark writes it again).
   On restart the source takes its current offset from the newest entry of its log and its
   "seen" set from all entries, so the re-planned batch N+1 covers ``logOffset(N) -> newest``:
   the files of the rolled-back batches are read again exactly once. Deleting the entries would
@@ -298,6 +299,40 @@ def plan_rollback(
     return RollbackResult(plan, ckpt.location.url, copied_from, copied)
 
 
+def _damaged_source_entries(ckpt: Checkpoint, N: int) -> list[tuple[str, str]]:
+    """A file-source log's newest entry, after the logOffset of ``offsets/N`` and not a compaction, that cannot be
+    read: kept, it would stop the restart (the source parses its whole log from the latest compaction on); deleted,
+    the restarted source writes that entry again for batch N+1 with the files it has not seen, the lost entry's among
+    them (repair hunt 10, W15 on 4.3: exact)."""
+    from ckptfix.formats.compactlog import derive_compact_interval, is_compaction_batch
+    from ckptfix.formats.offsetlog import file_source_log_offset
+
+    try:
+        offsets = ckpt.offset(N).offsets
+    except FormatError:
+        return []
+    out = []
+    for so in offsets:
+        log = ckpt.sources.get(so.source_id)
+        kept = file_source_log_offset(so.json)
+        if log is None or kept is None or log.latest is None or log.latest <= kept:
+            continue
+        b = log.latest
+        if is_compaction_batch(b, derive_compact_interval(sorted(log.compact))):
+            continue
+        try:
+            ckpt.source_log(so.source_id, b)
+        except FormatError as exc:
+            out.append(
+                (
+                    log.path_of(b),
+                    f"cannot be read ({exc.expected} expected, {exc.found} found) and is after batch {N}'s "
+                    f"logOffset {kept}: the restarted source writes it again with the files it has not seen",
+                )
+            )
+    return out
+
+
 def _check_committed(ckpt: Checkpoint, N: int) -> None:
     have_offsets = N in ckpt.offsets.files
     have_commit = N in ckpt.commits.files
@@ -378,6 +413,8 @@ def _plan_on(
                 builder.delete(rel, f"non-canonical duplicate of {log.rel}/{x}", RULE)
     keep_upto = N + 1
     for rel, why in state_deletions(ckpt, keep_upto):
+        builder.delete(rel, why, RULE)
+    for rel, why in _damaged_source_entries(ckpt, N):
         builder.delete(rel, why, RULE)
     doomed_paths = {a.path for a in builder.actions if a.op == "delete"}
     after = ckpt.without(doomed_paths)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tarfile
 import time
 from pathlib import Path
@@ -306,3 +307,54 @@ def test_a_kill_at_any_write_of_either_run_is_recovered(spark: Any, tmp_path: Pa
         assert _own_temps(ckpt) == [] and _own_temps(out) == [], f"killed after write {n}"
         n += step
     assert killed >= 5  # both runs were cut: the sink's deletes, then the checkpoint's
+
+
+def _run_again(spark: Any, root: Path) -> BaseException | None:
+    """The query of :func:`_write_sink` restarted on its checkpoint (availableNow): the error it stops with."""
+    query = (
+        spark.readStream.schema("id LONG, value LONG")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(root / "input"))
+        .writeStream.format("json")
+        .option("path", str(root / "out"))
+        .option("checkpointLocation", str(root / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(180)
+    except Exception as exc:  # the StreamingQueryException Spark raises: its text is the evidence
+        return exc
+    return query.exception()
+
+
+@pytest.mark.spark
+def test_truncated_newest_source_entry_is_rewritten_by_spark(spark: Any, tmp_path: Path) -> None:
+    """Repair hunt 10, W15: the file source's newest log entry cut in half. Spark fails at the restart; the audit's
+    advice, a rollback to the batch before the one that read it (with the sink), deletes that entry with the rest,
+    and the restarted query writes it again and ends with every input row exactly once."""
+    ckpt, output = _write_sink(spark, tmp_path)
+    entry = ckpt / "sources" / "0" / str(BATCHES - 1)
+    data = entry.read_bytes()
+    entry.write_bytes(data[: len(data) - 20])
+    (entry.parent / f".{entry.name}.crc").unlink(missing_ok=True)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tmp_path, damaged, ignore=shutil.ignore_patterns("damaged"))
+    error = _run_again(spark, damaged)
+    assert error is not None and "end-of-input" in str(error), error
+
+    _age(ckpt)
+    _age(output)
+    report = audit(str(ckpt), "4.3", sink_path=str(output))
+    (finding,) = [f for f in report.findings if f.rule_id == "SRC-LOG-UNREADABLE"]
+    N = BATCHES - 2
+    assert f"--to-batch {N} --sink {output} --with-sink" in finding.fix, finding.fix
+    result = plan_rollback(str(ckpt), N, "4.3", sink_path=str(output), with_sink=True)
+    assert f"sources/0/{BATCHES - 1}" in [a.path for a in result.plan.actions if a.op == "delete"]
+    applied = _invoke("rollback", str(ckpt), "--to-batch", str(N), "--sink", str(output), "--with-sink", "--apply")
+    assert applied.exit_code == 0, applied.output
+
+    (tmp_path / "input" / "f99.json").write_text(json.dumps({"id": 990, "value": 0}) + "\n")
+    assert _run_again(spark, tmp_path) is None
+    want = sorted([i * 10 + j for i in range(BATCHES) for j in range(3)] + [990])
+    assert sorted(r.id for r in spark.read.json(str(output)).collect()) == want

@@ -721,6 +721,23 @@ def _state_partitions_swapped(ckpt: Path) -> None:
     tmp.rename(b)
 
 
+def _state_base_snapshots_swapped(ckpt: Path) -> None:
+    """Only the newest snapshot of partitions 0 and 1 swapped (their deltas stay in place; repair hunt 10, M03)."""
+    parts = state_partitions(ckpt)
+    if len(parts) < 2:
+        raise SkipCase("fewer than 2 state partitions")
+    a, b = parts[0], parts[1]
+    common = set(versions_with(a, "snapshot")) & set(versions_with(b, "snapshot"))
+    if not common:
+        raise SkipCase("partitions 0 and 1 have no snapshot of one version")
+    v = max(common)
+    for name in (f"{v}.snapshot", f".{v}.snapshot.crc", f"{v}.snapshot.crc", f".{v}.snapshot.crc.crc"):
+        if (a / name).exists() and (b / name).exists():
+            (a / name).rename(a / (name + ".swap"))
+            (b / name).rename(a / name)
+            (a / (name + ".swap")).rename(b / name)
+
+
 def _state_schema_missing(ckpt: Path) -> None:
     path = ckpt / "state" / "0" / "0" / "_metadata" / "schema"
     if not path.exists():
@@ -1513,6 +1530,13 @@ _CASES = [
         _state_partitions_swapped,
         "state/0/0 and state/0/1 swapped",
         expect_rule="STATE-PARTITION-MISPLACED",
+    ),
+    # the deltas after it hold the partition's own keys: what Spark does with the foreign base is recorded
+    DamageCase(
+        "state_base_snapshots_swapped",
+        "agg_hdfs",
+        _state_base_snapshots_swapped,
+        "the newest snapshots of state/0/0 and state/0/1 swapped, their deltas in place",
     ),
     DamageCase(
         "state_partitions_swapped_rocksdb",
