@@ -52,6 +52,9 @@ class Live:
 
 
 LIVE: dict[str, Live] = {
+    # an older snapshot copied as the newest version's (repair hunt 10, M04/M05): Spark restarts with the updates of the
+    # deltas in between dropped; the repair deletes the copy, Spark loads the older snapshot and replays every delta
+    "stale_snapshot": Live("state_snapshot_copied_as_newest", None, 0, "and the deltas"),
     # a stateful query's logs of batches L-2, L-1 deleted by hand, L committed (repair hunt 10, A11): offsets/L-1 as a
     # copy of offsets/L; the restart runs batch L+1 on state version L+1, nothing re-runs
     "stateful_gap_committed": Live("two_batches_before_latest_deleted", "batch 6 doesn't exist", 0, "state version 8"),

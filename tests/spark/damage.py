@@ -417,6 +417,21 @@ def _snapshot_overwritten_by_older(ckpt: Path) -> None:
         shutil.copyfile(crc_of(old), crc_of(new))
 
 
+def _snapshot_copied_as_newest_version(ckpt: Path) -> None:
+    """Partition 0's newest HDFS snapshot copied (with its sidecars) as the snapshot of the newest version, which had
+    only a delta: a restore script that took the wrong file (repair hunt 10, M04/M05, where the restart then loaded
+    the older state and dropped the updates in between)."""
+    part = state_partitions(ckpt)[0]
+    snaps = sorted(int(p.name.split(".")[0]) for p in part.glob("*.snapshot"))
+    deltas = sorted(int(p.name.split(".")[0]) for p in part.glob("*.delta"))
+    if not snaps or not deltas or deltas[-1] <= snaps[-1]:
+        raise SkipCase("state/0/0's newest version has a snapshot already, or there is none")
+    old, new = snaps[-1], deltas[-1]
+    for name in ("{}.snapshot", ".{}.snapshot.crc", "{}.snapshot.crc", ".{}.snapshot.crc.crc"):
+        if (part / name.format(old)).exists():
+            shutil.copyfile(part / name.format(old), part / name.format(new))
+
+
 def _two_batches_before_latest_deleted(ckpt: Path) -> None:
     """offsets and commits of batches L-2 and L-1 deleted by hand (with their .crc), batch L committed (repair hunt
     10, A11: a stateful query's logs cleaned by hand)."""
@@ -1460,6 +1475,14 @@ _CASES = [
         "state/0/0's newest snapshot (and .crc) overwritten with its oldest one (every batch of this query updates "
         "every key, so the deltas after it write the whole state again: Spark restarts right, and the audit must "
         "not call it stale; repair hunt 10's M04/M05, where keys were left behind, restarted wrong)",
+    ),
+    DamageCase(
+        "state_snapshot_copied_as_newest",
+        "agg_hdfs",
+        _snapshot_copied_as_newest_version,
+        "state/0/0's newest snapshot copied as the snapshot of the newest version (the updates of the deltas in "
+        "between are lost at the restart)",
+        expect_rule="STATE-SNAPSHOT-STALE",
     ),
     DamageCase(
         "two_batches_before_latest_deleted",
