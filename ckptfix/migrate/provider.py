@@ -10,7 +10,7 @@ What Spark does on restart, and so what the plan writes (Spark 3.5 / 4.x source,
   Spark's HDFS provider loads ``N.snapshot`` directly; its RocksDB provider loads ``N.zip``
   with changelog checkpointing off, and with it on takes the newest zip <= N (= N) and
   replays no changelog. Every file of the source provider (deltas, snapshots, zips,
-  changelogs, SSTs, their ``.crc`` sidecars, leftovers of an uncommitted batch) is deleted,
+  changelogs, SSTs, their ``.crc`` sidecars) is deleted,
   backed up by the engine: the store holds what the target provider would have written.
 - Encodings: HDFS keys and values are bare UnsafeRows (a value is read as its first
   ``floor(len/8)*8`` bytes); RocksDB keys and values of a store without column families and
@@ -26,7 +26,9 @@ What Spark does on restart, and so what the plan writes (Spark 3.5 / 4.x source,
 - Operator metadata (``state/<op>/_metadata``) and state schema files do not record the
   provider: they are kept as they are.
 
-Refused, with the reason: no committed batch, a target equal to the source, a custom provider
+Refused, with the reason: no committed batch, an uncommitted batch that left state (a file sink that logged it
+makes Spark commit it without running it: :func:`ckptfix.repair.surgery.refuse_uncommitted_state`), a target equal
+to the source, a custom provider
 class, transformWithState / column families (HDFS cannot hold them; RocksDB -> RocksDB is not
 a provider change), prefix-scan keys (session windows: RocksDB frames their keys
 differently), Avro encoding, row checksums, state checkpoint format v2, a target Spark that
@@ -54,6 +56,7 @@ from ckptfix.formats import codec, offsetlog, statefile, unsaferow
 from ckptfix.formats.statefile import Record
 from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.repair.builder import PlanBuilder
+from ckptfix.repair.surgery import refuse_uncommitted_state
 from ckptfix.state.read import ENCODING, ROW_CHECKSUM, Selection, select, store_chain
 from ckptfix.state.schemas import OperatorInfo, operator_info, store_schema
 from ckptfix.stores import provider as providers
@@ -127,6 +130,7 @@ def plan_provider(
             f"offsets run to batch {latest} but the last commit is {last}: more than one uncommitted batch "
             "(repair the logs first: `ckptfix repair`)"
         )
+    refuse_uncommitted_state(ckpt, ProviderRefused, "a conversion")
     entry = ckpt.offset(last)
     if entry.metadata is None:
         raise ProviderRefused(f"{ckpt.display(f'offsets/{last}')} has no metadata line to record the provider in")

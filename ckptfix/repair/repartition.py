@@ -135,7 +135,9 @@ def plan_repartition(
         raise RepartitionRefused(
             f"{ckpt.display(f'offsets/{latest}')}: batch {latest} is not committed (last commit: {last}); "
             "Spark's runner refuses this too (LAST_BATCH_FAILED): restart the query once so it commits, "
-            f"or drop the batch (`ckptfix rollback {ckpt.location.url} --to-batch {last}`)"
+            f"or drop the batch (`ckptfix rollback {ckpt.location.url} --to-batch {last}"
+            + (f" --sink {sink_path} --with-sink`" if sink_path else "`; with a file sink add `--sink OUT --with-sink`")
+            + ")"
         )
     if last not in ckpt.offsets.files:
         raise RepartitionRefused(

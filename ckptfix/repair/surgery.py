@@ -25,7 +25,8 @@ Which version Spark loads, and so what the plan writes (Spark's source, checked 
   count: :mod:`ckptfix.formats.sparkhash`), after checking that the hash places every stored key where Spark
   stored it. Keys and values are encoded as Spark's UnsafeRow (RocksDB: after the state encoding version byte).
 
-Refused, with the reason: no committed batch; more than one uncommitted batch; stream-stream joins and
+Refused, with the reason: no committed batch; more than one uncommitted batch; an uncommitted batch that left
+state (:func:`refuse_uncommitted_state`); stream-stream joins and
 transformWithState (several stores / column families per partition), session windows (prefix-scan keys),
 Avro encoding, row checksums, state checkpoint format v2, a custom provider. The whole state of the operator
 at version N is read (and checked) first; a running query is refused by the engine when the plan is applied.
@@ -128,6 +129,7 @@ def _load(
             f"offsets run to batch {latest} but the last commit is {last}: more than one uncommitted batch "
             "(repair the logs first: `ckptfix repair`)"
         )
+    refuse_uncommitted_state(ckpt, SurgeryRefused, "an edit")
     op = ckpt.state.operators.get(operator)
     if op is not None:
         info = operator_info(ckpt, op, last)
@@ -182,6 +184,33 @@ def _load(
             f"the directory holds {n}"
         )
     return _Loaded(ckpt, sel, schema, parts, n)
+
+
+def refuse_uncommitted_state(ckpt: Checkpoint, refused: type[Exception], what: str) -> None:
+    """Refuse (``refused``) a checkpoint whose one uncommitted batch L left state (version L+1 files): the edit or
+    conversion of version L would delete them for Spark to write again, but a file sink that logged batch L before
+    the crash makes Spark commit L at the restart without running it, so version L+1 is never written again and the
+    next batch fails to load it (hunt 11, F1: CANNOT_READ_DELTA_FILE_NOT_EXISTS on 4.3, 3.5 likewise); kept, they
+    would hide the edit. The files cannot tell whether a sink logged L: restarting the query once commits it."""
+    last, latest = ckpt.commits.latest, ckpt.offsets.latest
+    if last is None or latest is None or latest <= last:
+        return
+    N = last + 1
+    for op in ckpt.state.operators.values():
+        for stores in op.partitions.values():
+            for store in stores.values():
+                ahead = sorted((v, rel) for (_k, v, _u), rel in store.files.items() if v > N)
+                if ahead:
+                    url = ckpt.location.url
+                    raise refused(
+                        f"{ckpt.display(ahead[0][1])}: batch {latest} is planned but not committed (last commit: "
+                        f"{last}) and it left state version {ahead[0][0]}; if the query's file sink logged batch "
+                        f"{latest} before the stop, Spark commits that batch at the restart without running it and "
+                        f"never writes that state again, so {what} of version {N} would break the next batch. "
+                        f"Restart the query once so that it commits batch {latest}, then run this again; or drop the "
+                        f"batch: `ckptfix rollback {url} --to-batch {last} --sink OUT --with-sink` (a file sink) or "
+                        f"`ckptfix rollback {url} --to-batch {last}` (any other sink)"
+                    )
 
 
 def _format_v1(ckpt: Checkpoint, sel: Selection, last: int) -> None:

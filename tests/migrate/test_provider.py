@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ckptfix.cli.main import app
+from ckptfix.errors import ProviderRefused
 from ckptfix.migrate.provider import CLASSES, PROVIDER_CONF, plan_provider
 from ckptfix.repair import engine
 from ckptfix.storage import Location
@@ -82,18 +83,22 @@ def test_hdfs_to_rocksdb_plan_writes_zips_and_records_the_provider(tmp_path: Pat
 
 
 def test_uncommitted_last_batch_rewrites_both_offset_files(tmp_path: Path) -> None:
-    """One uncommitted batch: the restart re-runs it on version last-commit + 1 with the confs of the LATEST offset
-    file; the state files it left behind are deleted with the rest."""
+    """One uncommitted batch that left no state (stopped before its state commit): the restart re-runs it on version
+    last-commit + 1 with the confs of the LATEST offset file, so both offset files get the new provider. Where it
+    left state (version last + 2), the conversion is refused (hunt 11, F1: a file sink that logged the batch makes
+    Spark commit it without running it, and the deleted state is never written again)."""
     ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
     last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
     (ckpt / "commits" / str(last)).unlink()
     (ckpt / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    with pytest.raises(ProviderRefused, match=f"batch {last} is planned but not committed .* --to-batch {last - 1}"):
+        plan_provider(str(ckpt), "rocksdb")
+    for left in (ckpt / "state").rglob(f"*{last + 1}.*"):
+        left.unlink()
     result = plan_provider(str(ckpt), "rocksdb")
     assert result.version == last
     writes = {a.path for a in result.plan.actions if a.op == "write"}
     assert {f"offsets/{last - 1}", f"offsets/{last}"} <= writes
-    deletes = {a.path for a in result.plan.actions if a.op == "delete"}
-    assert f"state/0/0/{last + 1}.delta" in deletes
 
 
 def test_apply_and_undo_byte_for_byte(tmp_path: Path) -> None:

@@ -226,17 +226,23 @@ def test_python_api_plans_and_applies(tmp_path: Path) -> None:
     assert state(ckpt)["k2"] == ({"count": 3, "sum": 4}, before["k2"][1])
 
 
-def test_uncommitted_batch_files_are_deleted_in_edited_stores(tmp_path: Path) -> None:
-    """Spark wrote the state of batch 7 (8.delta) but crashed before commits/7: the restart re-runs batch 7 on
-    the edited version 7 and writes version 8 again; the plan removes the stale one (and any snapshot of it)."""
+def test_an_uncommitted_batch_that_left_state_is_refused(tmp_path: Path) -> None:
+    """Spark wrote the state of batch 7 (8.delta) but stopped before commits/7. If its file sink logged batch 7, the
+    restart commits it without running it and never writes version 8 again (hunt 11, F1: deleting 8.delta broke the
+    next batch on 4.3 and 3.5): refused, naming the restart and the rollback. Stopped before its state commit (no
+    8.delta), the restart runs batch 7 on the edited version 7."""
     ckpt = extract("agg_hdfs", tmp_path / "x")
     (ckpt / "commits/7").unlink()
     (ckpt / "commits/.7.crc").unlink(missing_ok=True)
+    with pytest.raises(SurgeryRefused, match="batch 7 is planned but not committed .* --to-batch 6 --sink OUT"):
+        plan_state_delete(str(ckpt), where="key = 'k4'")
+    for left in (ckpt / "state").rglob("*8.delta*"):
+        left.unlink()
     part = state(ckpt)["k4"][1]
     result = plan_state_delete(str(ckpt), where="key = 'k4'")
     assert result.version == 7
     ops = {(a.op, a.path) for a in result.plan.actions if not a.path.endswith(".crc")}
-    assert ops == {("write", f"state/0/{part}/7.snapshot"), ("delete", f"state/0/{part}/8.delta")}
+    assert ops == {("write", f"state/0/{part}/7.snapshot")}
     assert any("batch 7 (planned, not committed) runs again" in e for e in result.plan.effects)
 
 
