@@ -690,8 +690,45 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
             run_id,
             ckpt.url,
         ) from exc
-    runs.journal(run_id, "complete")
+    runs.journal(run_id, "complete", **{LOGS: _log_heads(ckpt)})
     return run_id
+
+
+#: the journal field (of ``complete``) recording the newest offsets/ and commits/ ids the run left
+LOGS = "logs"
+
+
+def _log_heads(ckpt: Location) -> dict[str, int | None]:
+    """The newest batch id of offsets/ and of commits/ (None: none)."""
+    heads: dict[str, int | None] = {}
+    for log in ("offsets", "commits"):
+        try:
+            names = [p.rsplit("/", 1)[-1] for p, e in ckpt.list_tree(log).items() if not e.is_dir]
+        except (OSError, CkptfixError):
+            names = []
+        ids = [int(n) for n in names if n.isdigit()]
+        heads[log] = max(ids) if ids else None
+    return heads
+
+
+def check_not_moved_on(ckpt: Location, run_id: str, events: list[dict[str, Any]]) -> None:
+    """Refuse to undo a run after which the query ran batches: Spark wrote state and logs from the run's result,
+    which restoring the run's files would leave beside the restored ones (hunt 11, F5: after a repartition or a
+    provider conversion Spark then failed to load the state; after a `state put` the edit stayed in later
+    versions, while undo said every file was restored)."""
+    recorded = next((e[LOGS] for e in reversed(events) if e["event"] == "complete" and LOGS in e), None)
+    if not recorded:
+        return  # a run journaled before the heads were recorded
+    now = _log_heads(ckpt)
+    for log in ("offsets", "commits"):
+        before, after = recorded.get(log), now[log]
+        if after is not None and (before is None or after > before):
+            raise PreconditionFailed(
+                f"{ckpt.display(f'{log}/{after}')}: expected the newest {log} entry to be the one run {run_id} left "
+                f"({'none' if before is None else before}), found {after}: the query ran after the run, on what it "
+                "wrote, so restoring the run's files now would mix them with state Spark wrote since; nothing was "
+                "undone. To go back further, stop the query and roll back (`ckptfix rollback`)"
+            )
 
 
 #: the journal field (of ``start`` and ``resume``) listing the directories a run's writes create
@@ -851,7 +888,7 @@ def _resume(ckpt: Location, backup: Location, run_id: str | None, say: Say) -> s
             raise PreconditionFailed(f"{ckpt.display(a.path)}: expected {expected}, found {state.describe()}")
     runs.journal(run_id, "resume", **_new_dirs(ckpt, plan))
     _run_steps(runs, run_id, plan, ckpt, say)
-    runs.journal(run_id, "complete")
+    runs.journal(run_id, "complete", **{LOGS: _log_heads(ckpt)})
     return run_id
 
 
@@ -897,6 +934,8 @@ def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Say, force:
         raise PlanError(driver_run(runs, run_id, plan, ckpt, "undone"))
     _same_checkpoint(plan, ckpt)
     check_newest(runs, run_id, ckpt, backup)
+    if info.status != "undo-incomplete":  # a stopped undo has put back part of the run's logs: finish it
+        check_not_moved_on(ckpt, run_id, info.events)
     clean_own_temps(ckpt, plan, say)  # a killed run's temp files are ckptfix's, not a live query's
     if not force:  # ckptfix's own fresh writes do not count as a live query
         touched = own_writes(backup).plus(frozenset(a.path for a in plan.actions))

@@ -163,6 +163,14 @@ def test_put_updates_and_seeds_keys(spark: Any, bases: Any, provider: str, tmp_p
         return out
 
     restart_and_check(spark, provider, ckpt, inputs, expect)
+    # the query ran on the edit: undoing it now would leave the put in the versions Spark wrote since (hunt 11, F5:
+    # undo said every file was restored, and the state kept the put); refused, nothing changed
+    files = {p.relative_to(ckpt): p.read_bytes() for p in ckpt.rglob("*") if p.is_file() and "_ckptfix" not in p.parts}
+    undone = cli("undo", str(ckpt), "--idle-seconds", "0")
+    assert undone.returncode == 2 and "the query ran after the run" in undone.stderr, undone.stderr
+    assert len(undone.stderr.strip().splitlines()) == 1, undone.stderr
+    now = {p.relative_to(ckpt): p.read_bytes() for p in ckpt.rglob("*") if p.is_file() and "_ckptfix" not in p.parts}
+    assert now == files
 
 
 def test_undo_restores_every_byte(spark: Any, bases: Any, tmp_path: Path) -> None:
