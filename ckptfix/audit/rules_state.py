@@ -26,7 +26,7 @@ from ckptfix.formats import codec, opmeta, statefile
 from ckptfix.state.schemas import name_contradiction, recorded_partitions
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
-from ckptfix.stores import verify
+from ckptfix.stores import sample, verify
 from ckptfix.stores.verify import FileProblem
 
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
@@ -820,6 +820,29 @@ def _watermark(ctx: AuditContext) -> int:
     )
 
 
+def _left_by_repartition(ctx: AuditContext, op: OperatorDir, p: int) -> bool:
+    """Whether partition directory ``p``, beyond the recorded count, is one a repartition left: no file of the
+    restart's state version (Spark's offline runner leaves them untouched) or an empty snapshot of it (ckptfix's
+    `state repartition`, so that tools listing directories do not read their old state). Spark never opens them.
+    A directory written by the last batch (a shuffle-partition count edited in the offset log) is not."""
+    N = ctx.state_version
+    compression = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+    for store in op.partitions[p].values():
+        at = [(kind, rel) for (kind, v, uid), rel in store.files.items() if v >= N]
+        if any(
+            kind not in ("snapshot", "zip") or not rel.rsplit("/", 1)[-1].startswith((f"{N}.", f"{N}_"))
+            for kind, rel in at
+        ):
+            return False
+        for kind, rel in at:
+            try:
+                if sample.first_records(ctx.ckpt, store, chains.Step(rel, kind, N), compression, 1):
+                    return False
+            except FormatError:
+                return False
+    return True
+
+
 @check
 def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ck, N = ctx.ckpt, ctx.state_version
@@ -896,7 +919,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
         n, store_names = expected_partitions(ctx, op)
         present = sorted(op.partitions)
         expected = list(range(n)) if n is not None else present
-        extra = [p for p in present if p not in expected]
+        extra = [p for p in present if p not in expected and not _left_by_repartition(ctx, op, p)]
         missing = [p for p in expected if p not in op.partitions]
         if extra:
             yield PARTITIONS_MISMATCH.finding(

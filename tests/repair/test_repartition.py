@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from ckptfix.audit import audit
 from ckptfix.cli.main import app
 from ckptfix.formats import sparkhash
 from ckptfix.repair.repartition import plan_repartition
@@ -114,6 +115,9 @@ def test_plan_apply_undo(version: str, name: str, tmp_path: Path) -> None:
         for op in (ckpt / "state").iterdir():
             if op.name.isdigit():
                 assert all((op / str(p)).is_dir() for p in range(target))
+        # the directories beyond the new count that the repartition leaves (as Spark's runner does) are not taken
+        # for a shuffle-partition count edited by hand (new-user trial: a warning on ckptfix's own output)
+        assert "STATE-PARTITIONS-MISMATCH" not in {f.rule_id for f in audit(str(ckpt)).findings}
 
         code, out = _cli("undo", str(ckpt))
         assert code == 0, out
@@ -235,3 +239,20 @@ def test_avro_encoded_transform_with_state(version: str, tmp_path: Path) -> None
     code, out = _cli("undo", str(ckpt))
     assert code == 0, out
     assert _digest(ckpt) == original
+
+
+def test_a_partition_count_edited_in_the_offset_log_is_still_reported(tmp_path: Path) -> None:
+    """The counterpart of the repartition's leftovers: the latest offset file's spark.sql.shuffle.partitions edited
+    down by hand, every directory written by the last batch: the directories beyond it hold live state."""
+    ckpt = _extract("4.3.0", "agg_hdfs", tmp_path)
+    last = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    path = ckpt / "offsets" / str(last)
+    lines = path.read_text().split("\n")
+    meta = json.loads(lines[1])
+    parts = int(meta["conf"]["spark.sql.shuffle.partitions"])
+    meta["conf"]["spark.sql.shuffle.partitions"] = str(parts - 1)
+    lines[1] = json.dumps(meta, separators=(",", ":"))
+    path.write_text("\n".join(lines))
+    (ckpt / "offsets" / f".{last}.crc").unlink(missing_ok=True)
+    found = [f for f in audit(str(ckpt)).findings if f.rule_id == "STATE-PARTITIONS-MISMATCH"]
+    assert found and f"[{parts - 1}]" in found[0].message, found
