@@ -177,12 +177,10 @@ def _load(
         for _, v in pairs:
             dec.value(v)  # every value is checked before anything is planned
         parts[part] = _Part(store, chain, pairs, keys, meta)
-    n = len(sel.op.partitions)
-    if sel.info.num_partitions is not None and sel.info.num_partitions != n:
-        raise SurgeryRefused(
-            f"{ckpt.display(sel.op.rel)}: operator metadata says {sel.info.num_partitions} partitions, "
-            f"the directory holds {n}"
-        )
+    # the partitions Spark loads: the offset log's spark.sql.shuffle.partitions (``select`` keeps those). Operator
+    # metadata keeps the count of the batch that wrote it, and directories beyond the count stay after a repartition
+    # (ckptfix's or Spark's runner): neither is the count (hunt 11, F4: edits refused after a repartition)
+    n = len(sel.partitions)
     return _Loaded(ckpt, sel, schema, parts, n)
 
 
@@ -253,8 +251,12 @@ def _result(loaded: _Loaded, builder: PlanBuilder, rule: str, fix: str, edits_: 
         f"on restart Spark loads version {n} of the edited partitions from the new "
         + ("snapshot" if sel.provider == "hdfs" else "zip")
         + f" and batch {last + 1} runs on the edited state",
-        "no recorded batch is re-run; the sink sees the edit in the next batch's output (a deleted key's "
-        "aggregate starts again from new input)",
+        "no recorded batch is re-run; the sink sees the edit in the next batch's output "
+        + (
+            "(a key put goes on from the value put)"
+            if rule == RULE_PUT
+            else "(a deleted key's aggregate starts again from new input)"
+        ),
         f"older versions, readChangeFeed and readers given snapshotStartBatchId still show the state before the "
         f"edit; `ckptfix undo {loaded.ckpt.location.url}` restores every file",
     ]

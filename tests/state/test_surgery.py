@@ -352,3 +352,30 @@ def test_where_takes_the_path_state_read_shows(where: str, tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     keys = sorted(json.loads(line)["key"]["key"] for line in proc.stdout.splitlines())
     assert keys == [0, 1, 3, 4]
+
+
+def test_edits_after_a_repartition_use_the_offset_logs_count(tmp_path: Path) -> None:
+    """Hunt 11, F4: after `state repartition` (up, then down) the operator metadata keeps the old count and the
+    directories beyond the new one stay; `state put`/`delete` refused ("operator metadata says 3 partitions") or
+    placed a new key over the old directories. Now the count is the offset log's, as Spark's: a new key goes where
+    Spark's hash partitioning puts it among the new partitions."""
+    from ckptfix.formats import sparkhash
+    from ckptfix.repair.repartition import plan_repartition
+
+    ckpt = extract("agg_hdfs", tmp_path / "x")
+    for target in (5, 1):
+        engine.apply(
+            plan_repartition(str(ckpt), target).plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True
+        )
+        result = plan_state_put(
+            str(ckpt),
+            rows_file=str(rows_file(tmp_path, {"key": {"key": f"new{target}"}, "value": {"count": 1, "sum": 2}})),
+        )
+        assert "goes on from the value put" in " ".join(result.plan.effects)
+        engine.apply(result.plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), force=True)
+        read = read_state(str(ckpt))
+        rows = {r["key"]["key"]: r["partition_id"] for r in read.rows}
+        assert set(rows.values()) <= set(range(target))
+        assert rows[f"new{target}"] == sparkhash.partition_of([f"new{target}"], read.schemas["key"], target)
+        deleted = plan_state_delete(str(ckpt), where=f"key = 'new{target}'")
+        assert sum(s.deleted for s in deleted.stores) == 1
