@@ -36,6 +36,7 @@ What it does not change: older versions, Spark's ``readChangeFeed`` and a reader
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -102,12 +103,24 @@ class _Loaded:
     num_partitions: int
 
 
+class _NaN:
+    """The one frozen form of every NaN: NaN keys are one key (Spark normalizes them), but NaN != NaN in Python."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+NAN = _NaN()
+
+
 def freeze(value: Any) -> Any:
-    """A hashable form of a decoded key (dicts and lists become tuples)."""
+    """A hashable form of a decoded key (dicts and lists become tuples, every NaN one value)."""
     if isinstance(value, dict):
         return tuple((k, freeze(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
+    if isinstance(value, float) and math.isnan(value):
+        return NAN
     return value
 
 

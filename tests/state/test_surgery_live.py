@@ -250,3 +250,54 @@ def test_window_keys_where_on_a_struct_field_and_a_seeded_window(spark: Any, tmp
     # (hour 0, a): every file; (hour 0, b): files 3..4 only; (hour 1, a): the seed + files 3..4
     assert more[3] == {(EPOCH0, "a"): 8, (EPOCH0, "b"): 1, (EPOCH0 + 3600, "a"): 101}
     assert more[4] == {(EPOCH0, "a"): 10, (EPOCH0, "b"): 2, (EPOCH0 + 3600, "a"): 102}
+
+
+def test_float_and_nan_keys_are_edited_as_state_read_prints_them(spark: Any, tmp_path: Path) -> None:
+    """Hunt 11, F3: a FLOAT key column prints as 0.33333334 (the float32), and NaN as "NaN"; `state delete --keys`
+    with those very lines said the keys were not in the state, and a put of such a key inserted it a second time.
+    Every key of a groupBy over a float and a double column (NaN included) is found from its `state read` line; a
+    put updates, and Spark's reader shows the deleted key gone and the put value."""
+    ckpt, inputs = tmp_path / "ckpt", tmp_path / "input"
+    inputs.mkdir()
+    rows = [{"f": f, "d": d} for f, d in [(1 / 3, 0.1), (2 / 3, 0.1), (1 / 3, 0.1), (0.5, None), (None, 2.0)]]
+    (inputs / "part-0.json").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"f": "NaN", "d": "NaN"}\n')
+    from pyspark.sql import functions as F
+
+    df = (
+        spark.readStream.schema("f STRING, d STRING")
+        .json(str(inputs))
+        .select(F.col("f").cast("float").alias("f"), F.col("d").cast("double").alias("d"))
+        .groupBy("f", "d")
+        .count()
+    )
+    query = (
+        df.writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    await_available_now(query, 240)
+    read = cli("state", "read", str(ckpt), "-f", "jsonl")
+    assert read.returncode == 0, read.stderr
+    lines = read.stdout.splitlines()
+    assert len(lines) == 5 and any('"NaN"' in line for line in lines), lines
+    for i, line in enumerate(lines):
+        keys = tmp_path / f"key{i}.jsonl"
+        keys.write_text(line + "\n")
+        result = plan_state_delete(str(ckpt), keys_file=str(keys))
+        assert sum(s.deleted for s in result.stores) == 1, line
+    third = next(line for line in lines if "0.33333334" in line)
+    apply(plan_state_delete(str(ckpt), where="f = 0.33333334 AND d = 0.1").plan, ckpt)
+    nan = json.loads(next(line for line in lines if '"NaN"' in line))
+    put = tmp_path / "put.jsonl"
+    put.write_text(json.dumps({"key": nan["key"], "value": {"count": 100}}) + "\n")
+    result = plan_state_put(str(ckpt), rows_file=str(put))
+    assert [(s.updated, s.inserted) for s in result.stores if s.updated or s.inserted] == [(1, 0)]
+    apply(result.plan, ckpt)
+    state = {
+        (r["key"]["f"], r["key"]["d"]): r["value"]["count"]
+        for r in spark.read.format("statestore").load(str(ckpt)).collect()
+    }
+    assert len(state) == 4 and not any(f is not None and abs(f - 1 / 3) < 1e-6 for f, _ in state), (third, state)
+    assert [c for (f, _), c in state.items() if f is not None and f != f] == [100]
