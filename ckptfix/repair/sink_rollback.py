@@ -7,8 +7,11 @@ path, the deletion of ``_spark_metadata/<b>`` (and its ``.<b>.crc``) for every b
 those entries add (and its ``.<name>.crc``). The log entries go first: a run interrupted between them leaves data
 files no log entry lists, which readers do not see and Spark never reads.
 
-Refused: a compacted entry (``<b>.compact``, every ``spark.sql.streaming.fileSink.log.compactInterval`` batches)
-above N, which lists the files of every batch up to b and would have to be rewritten; an entry that is not an
+A compacted entry (``<b>.compact``, every ``spark.sql.streaming.fileSink.log.compactInterval`` batches) above N
+lists the files of every batch up to b: it goes with the rest, and the files the shortened log still lists (the
+newest compaction at or below N and the entries after it) stay. Refused: such a compaction when an entry the
+shortened log needs is gone (Spark deletes the entries a compaction covers after a delay), since it would have to
+be rewritten; an entry that is not an
 ``add`` of a file; a data file outside the output path (a log copied or moved from elsewhere names the original's
 files); an entry ckptfix cannot read. The plan is applied by the repair engine like any other (backup, journal,
 ``ckptfix undo OUT RUN``).
@@ -47,44 +50,74 @@ def relative_to(sink: Sink, url: str) -> str | None:
     return None
 
 
+def _added(sink: Sink, N: int, rel: str) -> list[str]:
+    """The data files (relative to the output path) that the log entry ``rel`` adds."""
+    where = sink.location.display(rel)
+    try:
+        entries = compactlog.parse(sink.location.read(rel), where).entries
+    except FormatError as exc:
+        raise SinkRollbackRefused(N, f"{where} is unreadable ({exc.expected}, found {exc.found})") from None
+    out = []
+    for e in entries:
+        url = e.get("path")
+        if e.get("action", "add") != "add" or e.get("isDir") is True or not isinstance(url, str):
+            raise SinkRollbackRefused(
+                N, f"{where}: expected entries that add a file, found {str(e)[:120]} (not written by Spark?)"
+            )
+        file_rel = relative_to(sink, url)
+        if file_rel is None:
+            raise SinkRollbackRefused(
+                N,
+                f"{where} adds {url}, outside the output path {sink.location.url} (a log copied or moved from "
+                "elsewhere?): ckptfix only deletes files inside the sink it was given",
+            )
+        out.append(file_rel)
+    return out
+
+
+def _kept_files(sink: Sink, N: int) -> set[str]:
+    """The files the log lists up to batch N once the entries above it are gone: the newest compaction at or below
+    N and every entry after it. A compaction above N lists them as well (hunt 11, F2: a rollback across one was
+    refused though nothing needs rewriting). Refused when an entry the shortened log needs is gone (Spark deletes
+    the entries a compaction covers, after spark.sql.streaming.fileSink.log.cleanupDelay): only that compaction
+    still lists batch N's files, and the log cannot end at N without rewriting it."""
+    log = sink.log
+    below = [b for b in log.compact if b <= N]
+    start = max(below) if below else -1
+    needed = range(start + 1, N + 1)
+    gone = [b for b in needed if b not in log.files or b in log.compact]
+    if gone:
+        above = min(b for b in log.compact if b > N)
+        raise SinkRollbackRefused(
+            N,
+            f"{sink.location.display(log.path_of(above))} is a compacted entry above batch {N}, and "
+            f"{sink.location.display(log.path_of(gone[0]))}, which the log would need to end at batch {N}, is gone "
+            "(Spark deletes the entries a compaction covers): the compaction would have to be rewritten (ckptfix "
+            "does not); start a new checkpoint into a new output path instead (`ckptfix offsets export` gives where "
+            "its sources start)",
+        )
+    kept: set[str] = set()
+    for b in ([start] if start >= 0 else []) + list(needed):
+        kept.update(_added(sink, N, log.path_of(b)))
+    return kept
+
+
 def plan_sink_rollback(sink: Sink, N: int, target: str) -> Plan:
     """The plan that makes batch N the newest batch of the file sink at ``sink``."""
     if sink.delta is not None:
         raise SinkRollbackRefused(N, "it is a Delta table, not a file sink")
     log = sink.log
     later = [b for b in log.listed_ids if b > N]
-    compacted = [log.path_of(b) for b in later if b in log.compact]
-    if compacted:
-        raise SinkRollbackRefused(
-            N,
-            f"{sink.location.display(compacted[0])} is a compacted entry above batch {N}: it lists the files of every "
-            "batch before it and would have to be rewritten (ckptfix does not); start a new checkpoint into a new "
-            "output path instead (`ckptfix offsets export` gives where its sources start)",
-        )
-    logs = sorted(
-        (b, rel) for b, rel in [*log.files.items(), *log.noncanonical.items()] if b > N and rel not in compacted
-    )
+    kept = _kept_files(sink, N) if any(b in log.compact for b in later) else set()
+    logs = sorted((b, rel) for b, rel in [*log.files.items(), *log.noncanonical.items()] if b > N)
     data: list[tuple[str, int]] = []
+    seen: set[str] = set()
     missing = 0
     for b, rel in logs:
-        where = sink.location.display(rel)
-        try:
-            entries = compactlog.parse(sink.location.read(rel), where).entries
-        except FormatError as exc:
-            raise SinkRollbackRefused(N, f"{where} is unreadable ({exc.expected}, found {exc.found})") from None
-        for e in entries:
-            url = e.get("path")
-            if e.get("action", "add") != "add" or e.get("isDir") is True or not isinstance(url, str):
-                raise SinkRollbackRefused(
-                    N, f"{where}: expected entries that add a file, found {str(e)[:120]} (not written by Spark?)"
-                )
-            file_rel = relative_to(sink, url)
-            if file_rel is None:
-                raise SinkRollbackRefused(
-                    N,
-                    f"{where} adds {url}, outside the output path {sink.location.url} (a log copied or moved from "
-                    "elsewhere?): ckptfix only deletes files inside the sink it was given",
-                )
+        for file_rel in _added(sink, N, rel):
+            if file_rel in kept or file_rel in seen:
+                continue  # a compaction above N lists the files of batches <= N too: they stay
+            seen.add(file_rel)
             if file_rel not in sink.entries:
                 missing += 1
             data.append((file_rel, b))
