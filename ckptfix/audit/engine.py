@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ckptfix.audit import (  # noqa: F401
@@ -28,6 +31,27 @@ from ckptfix.checkpoint import Checkpoint
 from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.sinks import Sink, open_sink
 from ckptfix.storage import Location
+
+#: the commands whose first argument is the checkpoint, as advice names them: `ckptfix repair`, `ckptfix rollback
+#: CKPT --to-batch N` (the rules' static texts cannot know the path)
+_COMMAND = re.compile(
+    r"`ckptfix (repair|rollback|audit|state rebuild|offsets export|migrate relocate|async-off)( CKPT(?=[ `])|(?=`| -))"
+)
+
+
+def runnable(finding: Finding, url: str) -> Finding:
+    """The finding with every command its fix and message name made runnable as written: the checkpoint's path
+    where the text has none or says CKPT (new-user trial: `ckptfix repair` run verbatim failed "Missing argument
+    'CHECKPOINT'", `ckptfix repair CKPT --accept-edits` looked for a directory named CKPT)."""
+    path = shlex.quote(url)
+
+    def fill(text: str) -> str:
+        return _COMMAND.sub(lambda m: f"`ckptfix {m.group(1)} {path}", text)
+
+    fix, message = fill(finding.fix), fill(finding.message)
+    if fix == finding.fix and message == finding.message:
+        return finding
+    return replace(finding, fix=fix, message=message)
 
 
 def decide(target: str, findings: list[Finding], skipped: list[Skipped] | None = None) -> Verdict:
@@ -81,7 +105,7 @@ def audit(
             if isinstance(item, Skipped):
                 skipped.append(item)
             else:
-                findings.append(item)
+                findings.append(runnable(item, ckpt.location.url))
     findings.sort(key=lambda f: (-severity_rank(f.severity), f.stage if f.stage is not None else 999, f.rule_id))
     verdict = decide(target.label, findings, skipped)
     facts = {

@@ -74,7 +74,7 @@ def test_an_offset_gap_under_stateful_operators_names_the_rollback_not_async_off
     assert "async-off" not in (finding.fix or "") and "another cause" in (finding.fix or ""), finding.fix
     assert (ckpt / "commits" / "11").exists()  # the sample's latest batch is committed (uncommitted: the rollback,
     # tests/repair/test_repair_cli_hints.py)
-    assert "`ckptfix repair` writes offsets/10 as a copy of offsets/11" in (finding.fix or ""), finding.fix
+    assert f"`ckptfix repair {ckpt}` writes offsets/10 as a copy of offsets/11" in (finding.fix or ""), finding.fix
     proc = subprocess.run(
         [sys.executable, "-m", "ckptfix.cli.main", "repair", str(ckpt), "--apply", "--force"],
         capture_output=True,
@@ -83,3 +83,25 @@ def test_an_offset_gap_under_stateful_operators_names_the_rollback_not_async_off
     )
     assert proc.returncode == 0, proc.stderr
     assert audit(str(ckpt), "4.3").verdict.restarts
+
+
+def test_commands_in_fixes_name_the_checkpoint(tmp_path: Path) -> None:
+    """New-user trial: `ckptfix repair` (no path) and `ckptfix repair CKPT --accept-edits` in fix texts, run verbatim,
+    failed ("Missing argument 'CHECKPOINT'"; "CKPT: no such file or directory"). Every command that takes the
+    checkpoint first now names it; the repair named by a stale sidecar's fix runs as printed and keeps the commit."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0" / "agg_hdfs.tar.gz"
+    with tarfile.open(fixture) as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    shutil.copyfile(ckpt / "offsets" / ".3.crc", ckpt / "commits" / ".7.crc")  # a sidecar copied from another file
+    report = audit(str(ckpt))
+    texts = " ".join(f.fix + " " + f.message for f in report.findings)
+    named = re.findall(r"`ckptfix (?:repair|rollback|audit|state rebuild|offsets export)([^`]*)`", texts)
+    assert named and all(arg.split()[0] == str(ckpt) for arg in named), named
+    command = re.search(r"`(ckptfix repair [^`]*--accept-edits[^`]*)`", texts)
+    assert command is not None, texts
+    argv = shlex.split(command.group(1))[1:] + ["--apply", "--idle-seconds", "0"]
+    run = subprocess.run([sys.executable, "-m", "ckptfix.cli.main", *argv], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert (ckpt / "commits" / "7").exists()
+    assert not [f for f in audit(str(ckpt)).findings if f.severity == "error"]
