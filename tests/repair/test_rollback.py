@@ -457,3 +457,19 @@ def test_without_sink_the_plan_says_an_exactly_once_sink_is_not_checked(tmp_path
     text = " | ".join(plan.effects)
     assert "NOT CHECKED without --sink: an exactly-once sink" in text and "batches 5..6 skips those ids" in text, text
     assert "are overwritten" not in text
+
+
+def test_a_sidecar_left_by_a_log_file_deleted_by_hand_goes_too(tmp_path: Path) -> None:
+    """New-user trial: offsets/7 deleted by hand, its .7.crc left; the STATE-AHEAD fix named `rollback --to-batch 6`,
+    which refused for the orphan sidecar it kept (LOG-CRC-ORPHAN). The rollback deletes it with the batch's files."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0" / "agg_hdfs.tar.gz"
+    with tarfile.open(fixture) as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "offsets" / "7").unlink()
+    assert (ckpt / "offsets" / ".7.crc").exists()
+    result = plan_rollback(str(ckpt), 6, "4.3")
+    deleted = {a.path for a in result.plan.actions if a.op == "delete"}
+    assert {"offsets/.7.crc", "commits/7", "commits/.7.crc"} <= deleted, deleted
+    engine.apply(result.plan, Location(str(ckpt)), Location(str(tmp_path / "backup")), force=True)
+    assert not [f for f in audit(str(ckpt)).findings if f.rule_id == "LOG-CRC-ORPHAN"]
