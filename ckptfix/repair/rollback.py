@@ -410,9 +410,9 @@ def _plan_on(
                 builder.delete(rel, why_log, RULE)
         # a sidecar left by a log file deleted by hand (.7.crc without 7): Spark's write of batch x would trip on it
         # (new-user trial: the rollback refused for the orphan it left, LOG-CRC-ORPHAN)
-        for name, crc in sorted(log.crc.items()):
+        for name, sidecar in sorted(log.crc.items()):
             if name.isdigit() and int(name) > N and int(name) not in log.files:
-                builder.delete(crc, f"sidecar of {log.rel}/{name}, which is gone: {why_log}", RULE)
+                builder.delete(sidecar, f"sidecar of {log.rel}/{name}, which is gone: {why_log}", RULE)
         for x, rel in sorted(log.noncanonical.items()):  # a second spelling of a kept id (e.g. 0007)
             if x <= N and x in log.files:
                 builder.delete(rel, f"non-canonical duplicate of {log.rel}/{x}", RULE)

@@ -152,9 +152,11 @@ def select(
     force_schema: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     whole: bool = True,
+    sides: bool = True,
 ) -> Selection:
     """``timers``: transformWithState's registered timers (Spark's ``readRegisteredTimers``). ``whole``: refuse a
-    read of every partition where one Spark loads has no directory (else the selection holds the others)."""
+    read of every partition where one Spark loads has no directory (else the selection holds the others).
+    ``sides``: the command offers ``--join-side`` (``state changes`` does not: one store at a time)."""
     ckpt = _open(path, storage_options)
     if batch is not None and version is not None:
         raise UsageError("give --batch or --version, not both (version N is the state after batch N-1)")
@@ -228,8 +230,9 @@ def select(
         )
     if store_name is None and info.is_join and join_side is None:
         raise UsageError(
-            f"operator {operator} is a stream-stream join: choose --join-side left|right "
-            f"or --store ({', '.join(info.stores)})"
+            f"operator {operator} is a stream-stream join: choose "
+            + ("--join-side left|right or " if sides else "")
+            + f"--store ({', '.join(info.stores)})"
         )
     conf = _conf_for(ckpt, batch)
     # the partitions Spark loads: directories beyond the recorded number are never read, one below it missing
@@ -671,8 +674,18 @@ def read_changes(
         value_schema=value_schema,
         force_schema=force_schema,
         storage_options=storage_options,
+        sides=False,
     )
     _decodable(sel)
+    if sel.provider == "rocksdb" and not any(
+        store.versions("changelog") for p in sel.partitions for store in sel.op.partitions[p].values()
+    ):
+        raise UsageError(
+            f"{sel.ckpt.display(sel.op.rel)}: expected RocksDB changelogs (the change feed is read from them; Spark's "
+            "readChangeFeed needs changelog checkpointing too), found none: this query ran without "
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled; `ckptfix state read --batch N` "
+            "reads each version whole"
+        )
     if from_batch < 0 or from_batch > sel.batch:
         raise UsageError(f"--from: expected a batch from 0 to the end batch {sel.batch}, found {from_batch}")
     read = StateRead(sel, [], iter(()))

@@ -52,3 +52,34 @@ def test_a_version_after_the_last_commit_is_named_as_a_version() -> None:
         "ckptfix: error: version 13 is the state after batch 12, which is not committed (last committed batch: 11, "
         "state version 12)"
     )
+
+
+def _extract(name: str, dest: Path) -> Path:
+    import tarfile
+
+    with tarfile.open(ROOT / "tests" / "fixtures" / "spark-4.3.0" / f"{name}.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "ckpt"
+
+
+def test_changes_of_a_join_name_only_the_options_changes_has(tmp_path: Path) -> None:
+    """New-user trial: `state changes` on a join said to choose --join-side, an option it does not have."""
+    ckpt = _extract("join", tmp_path)
+    changes = run_cli("state", "changes", str(ckpt), "--from", "1", "--to", "2")
+    assert changes.returncode == 2 and "--join-side" not in changes.stderr and "--store (" in changes.stderr
+    read = run_cli("state", "read", str(ckpt))
+    assert read.returncode == 2 and "--join-side left|right or --store (" in read.stderr
+
+
+def test_changes_of_rocksdb_without_changelogs_says_so(tmp_path: Path) -> None:
+    """New-user trial: a RocksDB store written without changelog checkpointing has no change feed; the error read
+    like a missing file ("expected a file (the change feed of batch 6), found none")."""
+    ckpt = _extract("agg_rocksdb", tmp_path)
+    proc = run_cli("state", "changes", str(ckpt), "--from", "6", "--to", "7")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"ckptfix: error: {ckpt}/state/0: expected RocksDB changelogs (the change feed is read from them; Spark's "
+        "readChangeFeed needs changelog checkpointing too), found none: this query ran without "
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled; `ckptfix state read --batch N` "
+        "reads each version whole"
+    )
