@@ -76,4 +76,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    # the API and the module's own dunders, not the names this file imports for itself (Any, TYPE_CHECKING)
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from ckptfix.audit.model import Report
 from ckptfix.checkpoint import Checkpoint
-from ckptfix.errors import FormatError, UsageError
+from ckptfix.errors import FormatError, LiveQuery, UsageError
 from ckptfix.progress import ProgressLike
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.storage import Location
@@ -155,12 +155,12 @@ def _python_names(fn: _F) -> _F:
                 raise UsageError(f"{fn.__name__}: {name}: expected an int, found {value!r}")
         try:
             return fn(*args, **kwargs)
-        except UsageError as exc:
+        except (UsageError, LiveQuery) as exc:  # a live-looking checkpoint: "pass force (or idle_seconds N)"
             text = str(exc)
             renamed = re.sub(_OPTION, python_name, text)
             if renamed == text:
                 raise
-            raise UsageError(renamed) from None
+            raise (LiveQuery if isinstance(exc, LiveQuery) else UsageError)(renamed) from None
         except FormatError as exc:  # a file that is not there may say which values an option takes
             expected = re.sub(_OPTION, python_name, exc.expected)
             if expected == exc.expected or type(exc) is not FormatError:
@@ -304,6 +304,7 @@ class RepairPlan:
     def to_json(self) -> dict[str, Any]:
         return {"plan": self.plan.to_json(), "unfixed": [u.to_json() for u in self.unfixed]}
 
+    @_python_names
     def apply(
         self,
         *,
@@ -392,6 +393,7 @@ class StatePlan:
         )
         return buf.getvalue()
 
+    @_python_names
     def apply(
         self,
         *,
@@ -458,6 +460,7 @@ class SinkPairPlan(StatePlan):
     #: the sink's run id, once :meth:`apply` ran it
     sink_run: str | None = None
 
+    @_python_names
     def apply(
         self,
         *,

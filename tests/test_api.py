@@ -468,3 +468,19 @@ def _tree(root: Path) -> dict[str, str]:
         for p in root.rglob("*")
         if p.is_file() and "_ckptfix" not in p.parts
     }
+
+
+def test_a_live_looking_checkpoint_is_refused_in_the_apis_words(tmp_path: Path) -> None:
+    """New-user trial: `RepairPlan.apply()` on a fresh copy said "pass --force (or --idle-seconds N)"; from Python the
+    refusal names the method's own arguments. `dir(ckptfix)` lists the API, not the names the package imports."""
+    from ckptfix.errors import LiveQuery
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE, ckpt, copy_function=shutil.copy)  # written just now: looks alive
+    plan = ckptfix.plan_repair(ckpt)
+    assert not plan.empty
+    with pytest.raises(LiveQuery) as caught:
+        plan.apply()
+    assert "pass force (or idle_seconds N)" in str(caught.value) and "--" not in str(caught.value), caught.value
+    assert "Any" not in dir(ckptfix) and "TYPE_CHECKING" not in dir(ckptfix) and "plan_repair" in dir(ckptfix)
+    assert (ROOT / "ckptfix" / "py.typed").is_file()  # PEP 561: the annotations reach the user's type checker
