@@ -817,6 +817,8 @@ def latest_run(runs: Runs, statuses: tuple[str, ...], *, in_order: bool = False)
         for info in infos:
             if info.status in group:
                 return info.run_id
+    if "undo-incomplete" in statuses and infos and all(i.status == "undone" for i in infos):  # `undo` once more
+        raise NoRun(f"{runs.loc.url}: nothing to undo: every run recorded there is undone already (`ckptfix history`)")
     newest = f"; the newest run, {infos[0].run_id}, is {infos[0].status}" if infos else ""
     raise NoRun(f"{runs.loc.url}: expected a run that is {' or '.join(statuses)}, found none{newest}")
 

@@ -808,14 +808,24 @@ def restore_metadata(fc: FixContext, finding: Finding) -> list[str]:
             "with --query-id"
         )
     else:
-        consequence = (
-            f"Spark {t.label} refuses to start (STREAMING_CHECKPOINT_MISSING_METADATA_FILE)"
-            if t.refuses_missing_metadata
-            else f"Spark {t.label} silently starts the query under a NEW id"
-        )
+        if finding.rule_id == "META-UNREADABLE":  # the file is there: Spark fails parsing it (the audit says how)
+            consequence = f"the file stays unreadable and Spark {t.label} fails on it; deleted,"
+            consequence += (
+                " Spark refuses to start (STREAMING_CHECKPOINT_MISSING_METADATA_FILE)"
+                if t.refuses_missing_metadata
+                else " Spark silently starts the query under a NEW id"
+            )
+            lead = "With no id"
+        else:
+            consequence = (
+                f"Spark {t.label} refuses to start (STREAMING_CHECKPOINT_MISSING_METADATA_FILE)"
+                if t.refuses_missing_metadata
+                else f"Spark {t.label} silently starts the query under a NEW id"
+            )
+            lead = "Without the file"
         raise CannotFix(
             "the query id is unknown: pass --query-id <uuid> (the driver log's 'Query [id = ...]', the Spark UI, "
-            f"or StreamingQueryListener events name it). Without the file {consequence}; a new id breaks "
+            f"or StreamingQueryListener events name it). {lead} {consequence}; a new id breaks "
             "exactly-once sinks that key on it (e.g. Delta's idempotent writes by query id, foreachBatch "
             "deduplication by (queryId, batchId)): they take the next batches for new ones and write them again"
         )

@@ -38,3 +38,17 @@ def test_state_ahead_and_commit_ahead_name_the_version_spark_loads(tmp_path: Pat
     assert after.verdict.restarts is True
     assert not (ckpt / "state" / "0" / "0" / "12.zip").exists()
     assert (ckpt / "state" / "0" / "0" / "11.changelog").exists()
+
+
+def test_an_unreadable_metadata_file_is_not_called_missing(tmp_path: Path) -> None:
+    """New-user trial: for a garbage `metadata` the repair's reason said "Without the file Spark refuses to start",
+    while the file is there and Spark fails parsing it."""
+    import tarfile
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0" / "agg_hdfs.tar.gz"
+    with tarfile.open(fixture) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (tmp_path / "ckpt" / "metadata").write_bytes(b"garbage\x00\xff")
+    _plan, _report, unfixed = plan_repair(str(tmp_path / "ckpt"))
+    (reason,) = [u.reason for u in unfixed if u.rule_id == "META-UNREADABLE"]
+    assert "Without the file" not in reason and "the file stays unreadable" in reason, reason

@@ -181,3 +181,13 @@ def test_a_newer_run_of_another_checkpoint_in_a_shared_backup_dir_does_not_block
     ckptfix.plan_state_delete(str(b), where="key IN (2, 4)").apply(backup_url=str(backup), idle_seconds=0)
     assert ckptfix.undo(str(a), run_a, backup_url=str(backup), force=True) == run_a
     assert tree(a) == before
+
+
+def test_undo_with_every_run_undone_says_there_is_nothing_to_undo(ckpt: Path) -> None:
+    """New-user trial: a second `undo` said "expected a run that is complete or incomplete or undo-incomplete, found
+    none"."""
+    r = _cli("state", "repartition", str(ckpt), "--partitions", "3", "--apply", "--idle-seconds", "0")
+    assert r.returncode == 0, r.stderr
+    assert _cli("undo", str(ckpt), "--idle-seconds", "0").returncode == 0
+    again = _cli("undo", str(ckpt), "--idle-seconds", "0")
+    assert again.returncode == 2 and "nothing to undo: every run recorded there is undone already" in again.stderr
