@@ -303,6 +303,10 @@ def store_chain(
             from_snapshot=base,
             exclude=exclude,
             read_lineage=lambda rel: records.changelog_header(sel.ckpt, rel, sel.codec),
+            # checkpoint format v2 with the lineage's zip gone: Spark 4.2+ reaches back to an older zip through the
+            # lineages of older changelogs (auto snapshot repair), and so does the read (new-user trial: the audit
+            # said the restart loads it, `state read` that it cannot)
+            reach_back=uid is not None and chains.skips_bad_snapshot(store, sel.provider, sel.conf),
         )
     except FormatError as exc:
         if exc.kind != "missing-file":

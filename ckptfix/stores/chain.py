@@ -108,9 +108,11 @@ def resolve(
     from_snapshot: int | None = None,
     exclude: Collection[int] = (),
     read_lineage: Callable[[str], statefile.ChangelogHeader] | None = None,
+    reach_back: bool = False,
 ) -> Chain:
     """The chain for ``version`` of ``store``; FormatError (kind ``missing-file``) names the
-    first file the load needs that is not there. ``from_snapshot`` is a base *version*."""
+    first file the load needs that is not there. ``from_snapshot`` is a base *version*; ``reach_back`` as for
+    :func:`plan`."""
     chain = plan(
         store,
         version,
@@ -119,6 +121,7 @@ def resolve(
         from_snapshot=from_snapshot,
         exclude=exclude,
         read_lineage=read_lineage,
+        reach_back=reach_back,
     )
     if chain.gap is not None:
         raise chain.gap
