@@ -254,6 +254,8 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
     if head == b"PAR1":
         yield from _parquet_rows(path)
         return
+    if path.lower().endswith(".parquet"):  # new-user trial: "line 1: expected a JSON object" for a bad .parquet
+        raise UsageError(f"{path}: at byte 0: expected a Parquet file (magic PAR1), found {head!r}")
     with open(path, encoding="utf-8", errors="strict") as f:
         try:
             for n, line in enumerate(f, 1):

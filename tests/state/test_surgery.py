@@ -379,3 +379,13 @@ def test_edits_after_a_repartition_use_the_offset_logs_count(tmp_path: Path) -> 
         assert rows[f"new{target}"] == sparkhash.partition_of([f"new{target}"], read.schemas["key"], target)
         deleted = plan_state_delete(str(ckpt), where=f"key = 'new{target}'")
         assert sum(s.deleted for s in deleted.stores) == 1
+
+
+def test_a_parquet_named_file_that_is_not_parquet(tmp_path: Path) -> None:
+    """New-user trial: a `.parquet` file that is not Parquet was read as JSON lines ("line 1: expected a JSON
+    object")."""
+    ckpt = extract("agg_hdfs", tmp_path / "x")
+    keys = tmp_path / "keys.parquet"
+    keys.write_text('{"key": {"key": "k1"}}\n')
+    with pytest.raises(UsageError, match=r"keys.parquet: at byte 0: expected a Parquet file \(magic PAR1\)"):
+        plan_state_delete(str(ckpt), keys_file=str(keys))
