@@ -24,7 +24,9 @@ def inspect(
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
 ) -> None:
-    """Show what a checkpoint holds: query id, recorded conf, batches, sources, state."""
+    """Show what a checkpoint holds: query id, recorded conf, batches, sources, state.
+
+    Exit 0: shown; 2: bad input (not a checkpoint, unreadable file, bad option)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     result = inspect_checkpoint(Checkpoint.open(checkpoint, opts))
     if fmt is Format.json:

@@ -113,7 +113,9 @@ def _usage_error() -> type[Exception]:
 app = typer.Typer(
     name="ckptfix",
     cls=LazyGroup,  # the one error guard: every command's expected failures end in one line, exit 2
-    help="Read, audit and repair Spark Structured Streaming checkpoints without a JVM.",
+    help="Read, audit and repair Spark Structured Streaming checkpoints without a JVM. Start with `ckptfix audit "
+    "CKPT`: it says whether Spark will restart the checkpoint, and the fix for each finding (`ckptfix repair CKPT` "
+    "plans them).",
     epilog="Exit codes: each command's help gives 0, 1 and 2; every command exits 3 on an internal error (a bug in "
     "ckptfix: one line, CKPTFIX_DEBUG=1 shows the traceback).",
     no_args_is_help=True,

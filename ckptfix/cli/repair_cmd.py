@@ -259,7 +259,9 @@ def apply(
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
 ) -> None:
-    """Apply a saved plan, re-checking every precondition first; or --resume an interrupted run."""
+    """Apply a saved plan, re-checking every precondition first; or --resume an interrupted run.
+
+    Exit 0: applied; 1: applied, but the checkpoint does not audit as restartable; 2: refused or bad input."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     before = None
     if resume:
@@ -315,7 +317,9 @@ def undo(
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
 ) -> None:
-    """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote)."""
+    """Restore every file a run changed, byte for byte (checks first that they still hold what ckptfix wrote).
+
+    Exit 0: restored; 2: refused (a file changed since, a newer run, the query ran since) or bad input."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     ckpt = Location(checkpoint, opts)
     engine.runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "nothing to undo"
@@ -334,7 +338,9 @@ def history(
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
 ) -> None:
-    """List ckptfix runs on a checkpoint: when, what, status."""
+    """List ckptfix runs on a checkpoint: when, what, status.
+
+    Exit 0: listed; 2: bad input."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     engine.runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "no runs recorded"
     runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
