@@ -244,7 +244,10 @@ def state_listing(listing: Any, console: Console) -> None:
             say(f"  partition {p.partition}{store}: loadable {p.to_json()['loadable'] or 'none'}; {state}")
             if p.older:
                 label = "versions" if "-" in p.older else "version"
-                say(f"    {label} {p.older}: no files (cleaned up by Spark's retention, or the partition is newer)")
+                say(
+                    f"    {label} {p.older}: no files (cleaned up by Spark's retention or a ckptfix migration, or "
+                    "the partition is newer)"
+                )
             for span, path in p.unloadable.items():
                 label = "versions" if "-" in span else "version"
                 say(f"    {label} {span} cannot load: {path} is missing")
