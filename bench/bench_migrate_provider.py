@@ -32,7 +32,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_state_read import measure  # noqa: E402
+from bench_state_read import _placeholders, measure  # noqa: E402
 
 CACHE = Path(tempfile.gettempdir()) / "ckptfix-bench"
 CKPTFIX = [sys.executable, "-m", "ckptfix.cli.main"]
@@ -84,7 +84,8 @@ def main() -> int:
             shutil.rmtree(scratch, ignore_errors=True)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H%M")
     out = HERE / "results" / f"migrate_provider_{stamp}.json"
-    out.write_text(json.dumps({"benchmark": "migrate provider vs cp -r", "when": stamp, "results": rows}, indent=2))
+    doc = json.dumps({"benchmark": "migrate provider vs cp -r", "when": stamp, "results": rows}, indent=2)
+    out.write_text(_placeholders(doc))  # no machine path in the committed results
     for r in rows:
         print(
             f"{r['provider']} -> {r['to']} ({r['checkpoint_mb']} MB): "
