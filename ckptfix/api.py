@@ -113,8 +113,10 @@ READ_OPTIONS = frozenset(
     {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten"}
     | {"key_schema", "value_schema", "force_schema"}
 )
+#: the keywords of :func:`read_changes` beyond its own: the options of ``ckptfix state changes``
+CHANGES_OPTIONS = frozenset({"partition", "store_name", "state_var", "key_schema", "value_schema", "force_schema"})
 #: an API function's ``**options`` keywords, which its usage errors may name too
-_EXTRA_KEYWORDS = {"read_state": READ_OPTIONS}
+_EXTRA_KEYWORDS = {"read_state": READ_OPTIONS, "read_changes": CHANGES_OPTIONS}
 
 
 _OPTION = r"(?<![\w-])--([a-z][a-z0-9-]*)"
@@ -257,6 +259,18 @@ def audit(
     )
 
 
+def _plain_text(render: Callable[[Any], None]) -> str:
+    """What ``render`` (a :mod:`ckptfix.render.text` function given a rich Console) prints, without colours: the
+    ``describe()`` of the API's objects is the CLI's text."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    buf = StringIO()
+    render(Console(file=buf, width=120, color_system=None, markup=False, emoji=False, highlight=False))
+    return buf.getvalue()
+
+
 def _plan_repr(obj: object, plan: Plan, *more: str) -> str:
     """A plan's repr: what it does, in one line (the dataclass repr held every byte the plan writes, and the storage
     options, which may hold secrets). ``describe()`` shows the plan itself."""
@@ -287,19 +301,9 @@ class RepairPlan:
 
     def describe(self) -> str:
         """The plan as ``ckptfix repair`` prints it (without colours)."""
-        from io import StringIO
-
-        from rich.console import Console
-
         from ckptfix.render import text
 
-        buf = StringIO()
-        text.plan(
-            self.plan,
-            self.unfixed,
-            Console(file=buf, width=120, color_system=None, markup=False, emoji=False, highlight=False),
-        )
-        return buf.getvalue()
+        return _plain_text(lambda console: text.plan(self.plan, self.unfixed, console))
 
     def to_json(self) -> dict[str, Any]:
         return {"plan": self.plan.to_json(), "unfixed": [u.to_json() for u in self.unfixed]}
@@ -381,17 +385,9 @@ class StatePlan:
 
     def describe(self) -> str:
         """The plan as ``ckptfix state delete/put`` prints it (without colours)."""
-        from io import StringIO
-
-        from rich.console import Console
-
         from ckptfix.render import text
 
-        buf = StringIO()
-        text.plan(
-            self.plan, [], Console(file=buf, width=120, color_system=None, markup=False, emoji=False, highlight=False)
-        )
-        return buf.getvalue()
+        return _plain_text(lambda console: text.plan(self.plan, [], console))
 
     @_python_names
     def apply(
@@ -413,7 +409,7 @@ def plan_state_delete(
     ckpt_or_url: Checkpoint | PathLike,
     operator: int = 0,
     *,
-    keys_file: str | None = None,
+    keys_file: PathLike | None = None,
     where: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     **options: Any,
@@ -425,14 +421,16 @@ def plan_state_delete(
 
     options = _checked_options("plan_state_delete", options)
     url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
-    result = make_plan(ckpt, operator=operator, keys_file=keys_file, where=where, storage_options=opts, **options)
+    result = make_plan(
+        ckpt, operator=operator, keys_file=_fspath(keys_file), where=where, storage_options=opts, **options
+    )
     return StatePlan(result.plan, url, opts, result.not_found)
 
 
 @_python_names
 def plan_state_put(
     ckpt_or_url: Checkpoint | PathLike,
-    rows_file: str,
+    rows_file: PathLike,
     operator: int = 0,
     *,
     storage_options: Mapping[str, Any] | None = None,
@@ -444,11 +442,11 @@ def plan_state_put(
 
     options = _checked_options("plan_state_put", options)
     url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
-    result = make_plan(ckpt, operator=operator, rows_file=rows_file, storage_options=opts, **options)
+    result = make_plan(ckpt, operator=operator, rows_file=os.fspath(rows_file), storage_options=opts, **options)
     return StatePlan(result.plan, url, opts)
 
 
-@dataclass
+@dataclass(repr=False)  # the one-line repr of StatePlan, not every byte and the storage options
 class SinkPairPlan(StatePlan):
     """A checkpoint's plan and, with a file sink, a second plan on the sink (``sink_plan``, applied where
     ``sink``). :attr:`SINK_FIRST` says which runs first: the order that leaves a crash between them recoverable.
@@ -494,14 +492,14 @@ class SinkPairPlan(StatePlan):
         return run_id
 
 
-@dataclass
+@dataclass(repr=False)  # the one-line repr of StatePlan, not every byte and the storage options
 class RepartitionPlan(SinkPairPlan):
     """``ckptfix state repartition``: the repartition batch, and with ``sink_path`` the file sink's entry for it.
     The checkpoint's run comes first: a failure between them leaves the sink without its entry, and planning
     again writes it."""
 
 
-@dataclass
+@dataclass(repr=False)  # the one-line repr of StatePlan, not every byte and the storage options
 class RollbackPlan(SinkPairPlan):
     """``ckptfix rollback``: offsets, commits and state versions after batch N deleted, and with ``with_sink`` the
     file sink's rollback. The sink's run comes first (docs/repair.md, "the crash window"): a failure between them
@@ -670,7 +668,6 @@ def read_state(
     ``as_arrow=True`` without pyarrow raises :class:`~ckptfix.errors.MissingExtra`). ``options`` are those of
     ``ckptfix state read``: ``version``, ``partition``, ``store_name``, ``join_side``, ``state_var``, ``timers``,
     ``from_snapshot``, ``flatten``."""
-    from ckptfix.state import export
     from ckptfix.state.read import read_state as run_read
 
     unknown = sorted(set(options) - READ_OPTIONS)
@@ -680,6 +677,14 @@ def read_state(
     _, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
     flatten = options.pop("flatten", True)
     read = run_read(ckpt, flatten=flatten, operator=operator, batch=batch, storage_options=opts, **options)
+    return _rows_out(read, as_arrow)
+
+
+def _rows_out(read: Any, as_arrow: bool | None) -> Any:
+    """A state read's rows: a ``pyarrow.Table`` (``as_arrow`` None: when pyarrow is installed), or the iterator of
+    dicts."""
+    from ckptfix.state import export
+
     if as_arrow is None:
         try:
             import pyarrow  # noqa: F401
@@ -690,3 +695,194 @@ def read_state(
     if as_arrow:
         return export.arrow_table(read.rows, read.columns, read.schemas)
     return read.rows
+
+
+@_python_names
+def read_changes(
+    ckpt_or_url: Checkpoint | PathLike,
+    from_batch: int,
+    to_batch: int | None = None,
+    operator: int = 0,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    as_arrow: bool | None = None,
+    **options: Any,
+) -> Any:
+    """``ckptfix state changes``: the change feed (batch_id, change_type, key, value, partition_id) of batches
+    ``from_batch`` .. ``to_batch`` (default: the last committed), as Spark's ``readChangeFeed`` shows it; a
+    ``pyarrow.Table`` or an iterator of dicts, as :func:`read_state`. ``options``: ``partition``, ``store_name``,
+    ``state_var``, ``key_schema``, ``value_schema``, ``force_schema``."""
+    from ckptfix.state.read import read_changes as run_changes
+
+    unknown = sorted(set(options) - CHANGES_OPTIONS)
+    if unknown:
+        raise UsageError(
+            f"read_changes: expected keywords among {', '.join(sorted(CHANGES_OPTIONS))}, found {unknown[0]!r}"
+        )
+    options = _checked_options("read_changes", options)
+    _, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    read = run_changes(
+        ckpt, from_batch=from_batch, to_batch=to_batch, operator=operator, storage_options=opts, **options
+    )
+    return _rows_out(read, as_arrow)
+
+
+@_python_names
+def inspect_checkpoint(ckpt_or_url: Checkpoint | PathLike, *, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """``ckptfix inspect``: a :class:`ckptfix.inspect.Inspection` (query id, recorded confs, offsets and commits,
+    sources, stateful operators, and the problems met while reading them)."""
+    from ckptfix.inspect import inspect_checkpoint as run_inspect
+
+    _, ckpt, _ = _url_and_ckpt(ckpt_or_url, storage_options)
+    return run_inspect(ckpt)
+
+
+@_python_names
+def list_state(
+    ckpt_or_url: Checkpoint | PathLike, *, verify: bool = False, storage_options: Mapping[str, Any] | None = None
+) -> Any:
+    """``ckptfix state ls``: a :class:`ckptfix.state.inventory.StateListing` of every operator, store and
+    partition and the versions each can load (``.ok``: the last committed version loads everywhere). ``verify``
+    reads and checks every file of the last version's chain."""
+    from ckptfix.state.inventory import list_state as run_list
+
+    _, ckpt, _ = _url_and_ckpt(ckpt_or_url, storage_options)
+    return run_list(ckpt, verify=verify)
+
+
+@_python_names
+def export_offsets(
+    ckpt_or_url: Checkpoint | PathLike, batch: int | None = None, *, storage_options: Mapping[str, Any] | None = None
+) -> Any:
+    """``ckptfix offsets export``: each source's committed offsets at ``batch`` (default: the last committed), as
+    a new query's starting point (a :class:`ckptfix.offsets_export.OffsetsExport`; ``.to_json()``)."""
+    from ckptfix.offsets_export import export_offsets as run_export
+
+    url, opts = _url_of(ckpt_or_url, storage_options)
+    return run_export(url, batch, storage_options=opts)
+
+
+@dataclass(repr=False)  # the one-line repr of StatePlan, not every byte and the storage options
+class ProviderPlan(StatePlan):
+    """``ckptfix migrate provider``: the last committed state version written for the other provider, the old
+    provider's files deleted, the offset log's provider changed. :attr:`session_confs` are the confs the
+    restarting session must set (Spark does not keep them in the offset log)."""
+
+    session_confs: dict[str, str] = field(default_factory=dict)
+
+
+@_python_names
+def plan_provider(
+    ckpt_or_url: Checkpoint | PathLike,
+    to: str,
+    *,
+    changelog: bool | None = None,
+    target_spark: str = "4.3",
+    storage_options: Mapping[str, Any] | None = None,
+) -> ProviderPlan:
+    """``ckptfix migrate provider --to rocksdb|hdfs`` (``changelog``: ``--changelog on|off``)."""
+    from ckptfix.migrate.provider import plan_provider as make_plan
+
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    result = make_plan(ckpt, to, changelog=changelog, target_spark=target_spark, storage_options=opts)
+    return ProviderPlan(result.plan, url, opts, session_confs=dict(result.session_confs))
+
+
+@_python_names
+def plan_rebuild(
+    ckpt_or_url: Checkpoint | PathLike,
+    *,
+    version: int | None = None,
+    batch: int | None = None,
+    operator: int | None = None,
+    partition: int | None = None,
+    prune: bool = False,
+    retain: int | None = None,
+    target_spark: str = "4.3",
+    storage_options: Mapping[str, Any] | None = None,
+) -> StatePlan:
+    """``ckptfix state rebuild``: a snapshot of a state version (default: the last committed) written from the
+    newest good snapshot before it and the deltas/changelogs; ``prune`` then deletes what Spark's cleanup would
+    (``retain``: minBatchesToRetain)."""
+    from ckptfix.repair.rebuild import plan_rebuild as make_plan
+
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    result = make_plan(
+        ckpt,
+        version=version,
+        batch=batch,
+        operator=operator,
+        partition=partition,
+        prune=prune,
+        retain=retain,
+        target_spark=target_spark,
+        storage_options=opts,
+    )
+    return StatePlan(result.plan, url, opts)
+
+
+@dataclass
+class RelocatePlan:
+    """``ckptfix migrate relocate``: the copy of a checkpoint to ``dest`` with what holds absolute paths
+    rewritten (``plan``: a :class:`ckptfix.migrate.relocate.RelocationPlan`). The source is only read; nothing is
+    written until :meth:`apply`."""
+
+    plan: Any
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    dest_storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        p = self.plan
+        return f"<RelocatePlan {p.source!r} -> {p.dest!r} files={len(p.files)} rewrites={len(p.rewrites)}>"
+
+    def describe(self) -> str:
+        """The plan as ``ckptfix migrate relocate`` prints it."""
+        from ckptfix.render import text
+
+        return _plain_text(lambda console: text.relocation({"plan": self.plan.to_json()}, False, console))
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.plan.to_json())
+
+    def apply(self, *, progress: ProgressLike = None) -> Any:
+        """Copy and rewrite into ``dest``; returns a :class:`ckptfix.migrate.relocate.RelocationResult`. An
+        interrupted apply leaves ``dest`` without ``metadata``: plan and apply again to finish it."""
+        from ckptfix.migrate.relocate import apply_relocation
+
+        return apply_relocation(
+            self.plan, source_options=self.storage_options, dest_options=self.dest_storage_options, progress=progress
+        )
+
+
+@_python_names
+def plan_relocation(
+    source: Checkpoint | PathLike,
+    dest: PathLike,
+    *,
+    input_from: str | None = None,
+    input_to: str | None = None,
+    force: bool = False,
+    idle_seconds: float = 120,
+    storage_options: Mapping[str, Any] | None = None,
+    dest_storage_options: Mapping[str, Any] | None = None,
+    progress: ProgressLike = None,
+) -> RelocatePlan:
+    """``ckptfix migrate relocate SRC DEST``: refuses a non-empty ``dest``, ``dest`` inside ``source``, a source
+    that looks alive (``force`` / ``idle_seconds``). ``input_from``/``input_to``: the file source's input moved too.
+    ``dest_storage_options`` default to ``storage_options``."""
+    from ckptfix.migrate.relocate import plan_relocation as make_plan
+
+    url, opts = _url_of(source, storage_options)
+    dest_opts = dict(dest_storage_options) if dest_storage_options is not None else opts
+    plan = make_plan(
+        url,
+        os.fspath(dest),
+        source_options=opts,
+        dest_options=dest_opts,
+        input_from=input_from,
+        input_to=input_to,
+        force=force,
+        idle_seconds=idle_seconds,
+        progress=progress,
+    )
+    return RelocatePlan(plan, opts, dest_opts)

@@ -63,6 +63,13 @@ def test_a_plan_repr_is_one_line_without_storage_options(tmp_path: Path) -> None
     """The dataclass repr held every byte the plan would write, and the storage options (secrets on S3)."""
     plan = ckptfix.plan_repair(str(SAMPLE), storage_options={"key": "SECRET"})
     assert repr(plan) == f"<RepairPlan {str(SAMPLE)!r} fix=LOG-ASYNC-GAP 1 write unfixed=0>"
+    # the plans that subclass StatePlan kept the dataclass repr (storage options included) until it was said twice
+    sample = str(ROOT / "samples" / "rocksdb-changelog")
+    for made in (
+        ckptfix.plan_rollback(sample, 10, storage_options={"key": "SECRET"}, idle_seconds=0),
+        ckptfix.plan_provider(sample, "hdfs", storage_options={"key": "SECRET"}),
+    ):
+        assert repr(made).startswith(f"<{type(made).__name__} {sample!r} fix=") and "SECRET" not in repr(made)
 
 
 class _NoStorage:
@@ -484,3 +491,116 @@ def test_a_live_looking_checkpoint_is_refused_in_the_apis_words(tmp_path: Path) 
     assert "pass force (or idle_seconds N)" in str(caught.value) and "--" not in str(caught.value), caught.value
     assert "Any" not in dir(ckptfix) and "TYPE_CHECKING" not in dir(ckptfix) and "plan_repair" in dir(ckptfix)
     assert (ROOT / "ckptfix" / "py.typed").is_file()  # PEP 561: the annotations reach the user's type checker
+
+
+STATEFUL = ROOT / "samples" / "rocksdb-changelog"
+
+
+def _sample_state(after_batch: int) -> dict[int, tuple[int, int]]:
+    """The sample's state after a batch, from its generator's definition (samples/README.md): batch b reads values
+    10b .. 10b+9 of rate-micro-batch, grouped by value % 5 into count and sum."""
+    values = range(10 * (after_batch + 1))
+    return {k: (sum(1 for v in values if v % 5 == k), sum(v for v in values if v % 5 == k)) for k in range(5)}
+
+
+def test_every_reading_command_has_its_function_returning_what_the_cli_shows() -> None:
+    """New-user trial 2: ``inspect``, ``state ls``, ``state changes`` and ``offsets export`` had no API form. Each
+    is a function now, returning the model whose JSON the command prints."""
+    url = str(STATEFUL)
+    inspection = ckptfix.inspect_checkpoint(STATEFUL)
+    assert inspection.query_id == json.loads((STATEFUL / "metadata").read_text())["id"]
+    assert inspection.last_committed_batch == 11 and [op.provider for op in inspection.operators] == ["rocksdb"]
+    from ckptfix.render import jsonout
+
+    assert json.loads(jsonout.inspection(inspection)) == cli_json("inspect", url)
+
+    listing = ckptfix.list_state(url)
+    assert listing.ok and listing.to_json() == {
+        k: v for k, v in cli_json("state", "ls", url).items() if k != "schema_version"
+    }
+
+    changes = ckptfix.read_changes(url, 10, 11, as_arrow=False)
+    got = sorted(
+        (r["batch_id"], r["change_type"], r["key"]["key"], r["value"]["count"], r["value"]["sum"]) for r in changes
+    )
+    want = sorted((b, "update", k, *_sample_state(b)[k]) for b in (10, 11) for k in range(5))
+    assert got == want
+    table = ckptfix.read_changes(ckptfix.open_checkpoint(url), 11)  # to the last committed batch, as a Table
+    assert table.column_names == ["batch_id", "change_type", "key", "value", "partition_id"] and table.num_rows == 5
+
+    exported = ckptfix.export_offsets(url)
+    assert exported.to_json() == {k: v for k, v in cli_json("offsets", "export", url).items() if k != "schema_version"}
+    assert [json.loads(s.offset) if isinstance(s.offset, str) else s.offset for s in exported.sources] == [
+        {"offset": 120, "timestamp": 12000}  # offsets/11 as Spark wrote it
+    ]
+
+
+def test_read_changes_refuses_the_options_changes_has_not() -> None:
+    with pytest.raises(UsageError, match=r"read_changes: expected keywords among .*found 'join_side'"):
+        ckptfix.read_changes(str(STATEFUL), 10, join_side="left")
+    with pytest.raises(UsageError, match=r"read_changes: from_batch: expected an int, found '10'"):
+        ckptfix.read_changes(str(STATEFUL), "10")
+
+
+def _state_of(url: str | Path) -> list[tuple[int, int, int]]:
+    rows = ckptfix.read_state(url, as_arrow=False)
+    return sorted((r["key"]["key"], r["value"]["count"], r["value"]["sum"]) for r in rows)
+
+
+def test_rebuild_provider_and_relocation_plans_apply_and_undo(tmp_path: Path) -> None:
+    """``state rebuild``, ``migrate provider`` and ``migrate relocate`` from Python: each plan applies, the state
+    the restart loads stays the sample's (from its definition), and ``undo`` restores every byte."""
+    want = sorted((k, *v) for k, v in _sample_state(11).items())
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(STATEFUL, ckpt)
+    before = tree(ckpt)
+
+    rebuild = ckptfix.plan_rebuild(ckpt, batch=10)
+    assert "12" not in {a.path.rsplit("/", 1)[-1].split(".")[0] for a in rebuild.plan.actions}  # version 11 only
+    run = rebuild.apply(backup_url=tmp_path / "b1", idle_seconds=0)
+    assert _state_of(ckpt) == want and any(p.endswith("/11.zip") for p in tree(ckpt)) and tree(ckpt) != before
+    ckptfix.undo(ckpt, run, backup_url=tmp_path / "b1", idle_seconds=0)
+    assert tree(ckpt) == before
+
+    provider = ckptfix.plan_provider(ckpt, "hdfs")
+    assert repr(provider).startswith(f"<ProviderPlan {str(ckpt)!r} fix=")
+    run = provider.apply(backup_url=tmp_path / "b2", idle_seconds=0)
+    assert not any(p.endswith(".zip") for p in tree(ckpt)) and any(p.endswith("/12.snapshot") for p in tree(ckpt))
+    assert _state_of(ckpt) == want
+    ckptfix.undo(ckpt, run, backup_url=tmp_path / "b2", idle_seconds=0)
+    assert tree(ckpt) == before
+
+    dest = tmp_path / "moved"
+    relocation = ckptfix.plan_relocation(ckpt, dest, idle_seconds=0)
+    assert "copy 134 files" in relocation.describe() and not dest.exists()
+    result = relocation.apply()
+    assert result.files_copied == 134 and tree(dest) == before and _state_of(dest) == want
+
+
+def test_the_api_table_names_every_command_and_only_functions_that_exist() -> None:
+    """docs/api.md's table maps each CLI command to its function; a command added without one must be named among
+    those that have none, and every function the table names is exported."""
+    import typer
+
+    def commands(group: Any, prefix: str = "") -> set[str]:
+        names: set[str] = set()
+        ctx = group.make_context(group.name or "ckptfix", [], resilient_parsing=True)
+        for name in group.list_commands(ctx):  # the root group builds a command when asked for it
+            cmd = group.get_command(ctx, name)
+            if hasattr(cmd, "list_commands"):
+                names |= commands(cmd, f"{prefix}{name} ")
+            else:
+                names.add(prefix + name)
+        return names
+
+    doc = (ROOT / "docs" / "api.md").read_text()
+    rows = [line.split("|")[1:3] for line in doc.splitlines() if line.startswith("| `")]
+    named = {c for cell, _ in rows for c in re.findall(r"`([a-z -]+)`", cell)}
+    functions = {f for _, cell in rows for f in re.findall(r"`([a-z_]+)`", cell)}
+    sentence = doc.split("have no function")[0].rsplit(". ", 1)[-1]  # "`rules`, `advise` and `async-off` (...)"
+    without = set(re.findall(r"`([a-z-]+)`", sentence))
+    cli = commands(typer.main.get_command(app))
+    assert {"audit", "state read", "migrate provider"} <= cli
+    assert cli - named - without - {"apply"} == set(), "commands neither in the table nor said to have no function"
+    assert functions <= set(ckptfix.__all__)
+    assert {"rules", "advise", "async-off"} == without & cli
