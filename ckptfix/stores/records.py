@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import FormatError
@@ -26,6 +26,9 @@ from ckptfix.formats import codec, filechecksum, rocksdbzip, statefile
 from ckptfix.formats.statefile import Op, Record
 from ckptfix.formats.unsaferow import trim_value
 from ckptfix.stores.chain import Chain, Step
+
+if TYPE_CHECKING:
+    from ckptfix.stores.rocks import RocksSnapshot
 
 #: key bytes, value bytes, the file they came from and the byte offsets of key and value in its
 #: decompressed stream (-1 where there is no such offset: RocksDB databases)
@@ -131,12 +134,11 @@ def locate(
 
 
 @contextmanager
-def rocksdb_pairs(
+def rocksdb_snapshot(
     ckpt: Checkpoint, chain: Chain, codec_name: str, delimiter: bytes = b","
-) -> Iterator[tuple[Iterator[Pair], dict]]:
-    """(pairs iterator, zip metadata JSON fields) of a RocksDB store at ``chain.version``:
-    the base zip materialized with its SSTs, the changelogs replayed on top. ``delimiter``:
-    the query's merge delimiter (:func:`ckptfix.stores.rocks.merge_delimiter`)."""
+) -> Iterator[tuple[RocksSnapshot, dict]]:
+    """(database, zip metadata JSON fields) of a RocksDB store at ``chain.version``: the base zip materialized
+    with its SSTs in a temporary directory (removed on exit), the changelogs replayed on top."""
     from ckptfix.stores import rocks
 
     store = chain.store
@@ -161,7 +163,18 @@ def rocksdb_pairs(
     with snap:
         for records in step_records:
             snap.replay(records)
-        where = f"{ckpt.display(store.rel)} (version {chain.version}, {chain.describe()})"
+        yield snap, meta
+
+
+@contextmanager
+def rocksdb_pairs(
+    ckpt: Checkpoint, chain: Chain, codec_name: str, delimiter: bytes = b","
+) -> Iterator[tuple[Iterator[Pair], dict]]:
+    """(pairs iterator, zip metadata JSON fields) of a RocksDB store at ``chain.version``: the pairs of
+    :func:`rocksdb_snapshot`. ``delimiter``: the query's merge delimiter
+    (:func:`ckptfix.stores.rocks.merge_delimiter`)."""
+    with rocksdb_snapshot(ckpt, chain, codec_name, delimiter) as (snap, meta):
+        where = f"{ckpt.display(chain.store.rel)} (version {chain.version}, {chain.describe()})"
         yield ((k, v, where, 0, 0) for k, v in snap.items()), meta
 
 
@@ -566,13 +579,9 @@ def rocksdb_bulk_pairs(
     import numpy as np
     import pyarrow as pa
 
-    keys_list: list[bytes] = []
-    values_list: list[bytes] = []
     try:
-        with rocksdb_pairs(ckpt, chain, codec_name, delimiter) as (pairs, _meta):
-            for k, v, *_ in pairs:
-                keys_list.append(k)
-                values_list.append(v)
+        with rocksdb_snapshot(ckpt, chain, codec_name, delimiter) as (snap, _meta):
+            keys_list, values_list = snap.columns()
     except FormatError:
         return None
     out = []
