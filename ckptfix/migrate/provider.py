@@ -149,7 +149,7 @@ def plan_provider(
         )
     version = last + 1
     builder = PlanBuilder(ckpt, spark.label)
-    stores: list[StoreMigration] = []
+    jobs: list[_Job] = []
     for op_id in sorted(ckpt.state.operators):
         op = ckpt.state.operators[op_id]
         info = operator_info(ckpt, op, last)
@@ -160,8 +160,15 @@ def plan_provider(
                 store = op.partitions[part].get(name)
                 if store is None:
                     raise ProviderRefused(f"{ckpt.display(f'{op.rel}/{part}')}: no state store {name!r}")
-                say(f"{store.rel}: reading version {version}")
-                stores.append(_convert_store(sel, store, builder, source, target, spark.major >= 4))
+                if store.provider not in (source, "unknown"):
+                    raise ProviderRefused(
+                        f"{ckpt.display(store.rel)}: holds {store.provider} files but the offset log records {source}"
+                    )
+                jobs.append(_Job(sel, store, store_chain(sel, store)))
+    stores: list[StoreMigration] = []
+    for job, converted in zip(jobs, _convert_all(jobs, target, spark.major >= 4), strict=True):
+        say(f"{job.store.rel}: version {version} converted ({converted.keys} keys)")
+        stores.append(_write_store(job, converted, builder, source, target))
     for b in range(last, latest + 1):
         _record_provider(ckpt, builder, b, target)
     session: dict[str, str] = {}
@@ -242,19 +249,66 @@ def _check_operator(ckpt: Checkpoint, rel: str, info: OperatorInfo, name: str, t
         )
 
 
-def _convert_store(
-    sel: Selection, store: StoreDir, builder: PlanBuilder, source: str, target: str, spark4: bool
-) -> StoreMigration:
-    if store.provider not in (source, "unknown"):
-        raise ProviderRefused(
-            f"{sel.ckpt.display(store.rel)}: holds {store.provider} files but the offset log records {source}"
-        )
-    chain = store_chain(sel, store)
+@dataclass
+class _Job:
+    """One store to convert: what the parent checked, for the worker that reads and converts it."""
+
+    sel: Selection
+    store: StoreDir
+    chain: Any
+
+
+@dataclass
+class _Converted:
+    """A store's version in the other provider's files (built in a worker; the parent writes them into the plan).
+    ``files``: (path under the store, bytes, why) in writing order; ``keys``: the distinct keys read;
+    ``built_keys``: what the built RocksDB database counts (None for a snapshot)."""
+
+    files: list[tuple[str, bytes, str]]
+    keys: int
+    built_keys: int | None = None
+
+
+def _convert_all(jobs: list[_Job], target: str, spark4: bool) -> Iterator[_Converted]:
+    """Every store converted, in order: in forked workers, one store at a time each, where the checkpoint is local
+    and forking is safe (:func:`ckptfix.state.parallel.available`), else in this process. The stores are
+    independent; a worker's error reaches here as the same one-line error."""
+    from ckptfix.state import parallel
+
+    def convert(job: _Job) -> _Converted:
+        if target == "rocksdb":
+            return _to_rocksdb(job.sel, job.store, job.chain, spark4)
+        return _to_hdfs(job.sel, job.store, job.chain)
+
+    url = jobs[0].sel.ckpt.location.url if jobs else ""
+    local = url.startswith(("file://", "/")) or "://" not in url  # remote clients do not survive a fork
+    workers = parallel.default_jobs(len(jobs)) if local and parallel.available() else 1
+    if workers < 2:
+        yield from map(convert, jobs)
+        return
+    chunks = parallel.parallel_chunks(
+        list(range(len(jobs))), lambda i: iter([convert(jobs[i])]), lambda items: items, workers, columnar=False
+    )
+    for items, _n in chunks:
+        yield from items
+
+
+def _write_store(job: _Job, converted: _Converted, builder: PlanBuilder, source: str, target: str) -> StoreMigration:
+    sel, store, chain = job.sel, job.store, job.chain
     n = sel.version
-    if target == "rocksdb":
-        result = _to_rocksdb(sel, store, chain, builder, spark4)
-    else:
-        result = _to_hdfs(sel, store, chain, builder)
+    result = StoreMigration(store.rel, chain.describe(), converted.keys)
+    for name, data, why in converted.files:
+        rel = f"{store.rel}/{name}"
+        builder.write(rel, data, why, RULE)
+        result.written.append(rel)
+    if converted.built_keys is not None and converted.built_keys != converted.keys:
+        raise FormatError(
+            sel.ckpt.display(store.rel),
+            0,
+            f"{converted.keys} distinct keys in version {n}",
+            f"{converted.built_keys} in the RocksDB database built from them",
+            kind="duplicate-keys",
+        )
     for rel in sorted(store.files.values()):
         builder.delete(rel, f"{source} file: the {target} provider loads version {n} from the new files", RULE)
         result.deleted += 1
@@ -267,7 +321,7 @@ def _convert_store(
     return result
 
 
-def _to_rocksdb(sel: Selection, store: StoreDir, chain: Any, builder: PlanBuilder, spark4: bool) -> StoreMigration:
+def _to_rocksdb(sel: Selection, store: StoreDir, chain: Any, spark4: bool) -> _Converted:
     """``spark4``: the target Spark is 4.x -- its zip metadata shape (column-family fields) and default codec."""
     from ckptfix.stores import rocks
 
@@ -293,23 +347,11 @@ def _to_rocksdb(sel: Selection, store: StoreDir, chain: Any, builder: PlanBuilde
         num_keys=num_keys,
     )
     n = sel.version
-    written = []
-    for dfs, data in sorted(built.ssts.items()):
-        rel = f"{store.rel}/SSTs/{dfs}"
-        builder.write(rel, data, f"SST of the new {n}.zip", RULE)
-        written.append(rel)
-    zip_rel = f"{store.rel}/{layout.state_file_name(n, 'zip')}"
-    builder.write(zip_rel, built.zip_bytes, f"RocksDB snapshot of version {n} = {chain.describe()}", RULE)
-    written.append(zip_rel)
-    if built.metadata.num_keys != counted[0]:
-        raise FormatError(
-            sel.ckpt.display(store.rel),
-            0,
-            f"{counted[0]} distinct keys in version {n}",
-            f"{built.metadata.num_keys} in the RocksDB database built from them",
-            kind="duplicate-keys",
-        )
-    return StoreMigration(store.rel, chain.describe(), counted[0], written)
+    files = [(f"SSTs/{dfs}", data, f"SST of the new {n}.zip") for dfs, data in sorted(built.ssts.items())]
+    files.append(
+        (layout.state_file_name(n, "zip"), built.zip_bytes, f"RocksDB snapshot of version {n} = {chain.describe()}")
+    )
+    return _Converted(files, counted[0], built.metadata.num_keys)
 
 
 def _unframe(data: bytes, what: str, where: str) -> bytes:
@@ -319,28 +361,39 @@ def _unframe(data: bytes, what: str, where: str) -> bytes:
     return data[1:]
 
 
-def _to_hdfs(sel: Selection, store: StoreDir, chain: Any, builder: PlanBuilder) -> StoreMigration:
+def _to_hdfs(sel: Selection, store: StoreDir, chain: Any) -> _Converted:
     n = sel.version
-    rel = f"{store.rel}/{layout.state_file_name(n, 'snapshot')}"
-    # changelogs alone (no zip, so no column families) are replayed in bulk where they frame cleanly
-    segments = records.bulk_pairs(sel.ckpt, chain, sel.codec, "rocksdb") if chain.base is None else None
+    name = layout.state_file_name(n, "snapshot")
+    display = sel.ckpt.display(f"{store.rel}/{name}")
+    # in bulk where every key and value frames cleanly: changelogs alone (no zip, so no column families) are
+    # replayed, a zip's database is read into Arrow arrays (the version byte cut off)
+    delimiter = b"," if sel.delimiter is None else sel.delimiter
+    meta: dict[str, Any] = {}
+    if chain.base is None:
+        segments = records.bulk_pairs(sel.ckpt, chain, sel.codec, "rocksdb")
+    else:
+        segments = records.rocksdb_bulk_pairs(sel.ckpt, chain, sel.codec, delimiter, meta)
+        _refuse_column_families(sel, store, chain, meta)
     if segments is not None:
         raw = records.snapshot_bytes(segments)
-        builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), f"snapshot of version {n}", RULE)
-        return StoreMigration(store.rel, chain.describe(), sum(len(keys) for keys, _ in segments), [rel])
-    delimiter = sel.delimiter
-    out: list[Record] = []
-    with records.rocksdb_pairs(sel.ckpt, chain, sel.codec, b"," if delimiter is None else delimiter) as (pairs, meta):
-        if meta.get("columnFamilyMapping"):
-            raise ProviderRefused(
-                f"{sel.ckpt.display(chain.base.rel if chain.base else store.rel)}: column families "
-                f"({', '.join(meta['columnFamilyMapping'])}) cannot be held by the HDFS provider"
-            )
-        for key, value, where, *_ in pairs:
-            out.append(Record(_unframe(key, "key", where), _unframe(value, "value", where)))
-    raw = statefile.dump_snapshot(out)
-    builder.write(rel, codec.compress(sel.codec, raw, sel.ckpt.display(rel)), f"snapshot of version {n}", RULE)
-    return StoreMigration(store.rel, chain.describe(), len(out), [rel])
+        keys = sum(len(k) for k, _ in segments)
+    else:
+        out: list[Record] = []
+        with records.rocksdb_pairs(sel.ckpt, chain, sel.codec, delimiter) as (pairs, meta):
+            _refuse_column_families(sel, store, chain, meta)
+            for key, value, where, *_ in pairs:
+                out.append(Record(_unframe(key, "key", where), _unframe(value, "value", where)))
+        raw = statefile.dump_snapshot(out)
+        keys = len(out)
+    return _Converted([(name, codec.compress(sel.codec, raw, display), f"snapshot of version {n}")], keys)
+
+
+def _refuse_column_families(sel: Selection, store: StoreDir, chain: Any, meta: Mapping[str, Any]) -> None:
+    if meta.get("columnFamilyMapping"):
+        raise ProviderRefused(
+            f"{sel.ckpt.display(chain.base.rel if chain.base else store.rel)}: column families "
+            f"({', '.join(meta['columnFamilyMapping'])}) cannot be held by the HDFS provider"
+        )
 
 
 def _record_provider(ckpt: Checkpoint, builder: PlanBuilder, batch: int, target: str) -> None:

@@ -569,18 +569,21 @@ def numpy_of_offsets(arr: Any) -> Any:
 
 
 def rocksdb_bulk_pairs(
-    ckpt: Checkpoint, chain: Chain, codec_name: str, delimiter: bytes = b","
+    ckpt: Checkpoint, chain: Chain, codec_name: str, delimiter: bytes = b",", meta: dict | None = None
 ) -> list[tuple[Any, Any]] | None:
     """:func:`bulk_pairs` for a RocksDB store with a zip: the database is materialized and the
     changelogs replayed as :func:`rocksdb_pairs` does, its pairs collected into Arrow arrays
     (iterating RocksDB costs a Python object per key and value: the floor of this path), the
     version byte cut off in bulk. None where a key or value does not start with it, or where
-    the store cannot be read (the record-by-record reader reports that)."""
+    the store cannot be read (the record-by-record reader reports that). ``meta`` receives the zip
+    metadata's fields, as :func:`rocksdb_pairs` gives them."""
     import numpy as np
     import pyarrow as pa
 
     try:
-        with rocksdb_snapshot(ckpt, chain, codec_name, delimiter) as (snap, _meta):
+        with rocksdb_snapshot(ckpt, chain, codec_name, delimiter) as (snap, fields):
+            if meta is not None:
+                meta.update(fields)
             keys_list, values_list = snap.columns()
     except FormatError:
         return None

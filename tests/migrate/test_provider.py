@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import time
 import zipfile
@@ -316,3 +318,61 @@ def test_convert_and_undo_on_s3(s3_bucket: Any, tmp_path: Path) -> None:
     assert [k for k in after if k.endswith(".zip")]
     engine.undo(Location(url, opts), Location(url + "/_ckptfix", opts), idle_seconds=0)
     assert s3_tree(fs, url) == before
+
+
+# ------------------------------------------------------------------------------- stores in parallel
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """A fresh process: the stores are converted in forked workers there (a process that used RocksDB before,
+    as this test process may have, converts them one by one)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ckptfix", "migrate", "provider", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("to", ["hdfs", "rocksdb"])
+def test_workers_write_what_one_process_writes(tmp_path: Path, to: str) -> None:
+    """The stores (3 partitions here) are converted in parallel where the checkpoint is local: the plan a fresh
+    process prints is the one a process converting them one by one makes, file for file (the new SSTs' names end
+    in a random uuid; their sizes and the rest of each zip's member list are compared)."""
+    from ckptfix.state import parallel
+
+    fixture = "spark-4.2.1/agg_hdfs.tar.gz" if to == "rocksdb" else "spark-4.2.1/agg_rocksdb.tar.gz"
+    ckpt = extract(fixture, tmp_path)
+    done = _cli(str(ckpt), "--to", to, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    forked = json.loads(done.stdout)["plan"]["actions"]
+    available = parallel.available
+    parallel.available = lambda: False  # type: ignore[assignment]
+    try:
+        alone = plan_provider(str(ckpt), to).plan.to_json()["actions"]
+    finally:
+        parallel.available = available  # type: ignore[assignment]
+
+    def shape(actions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        out = []
+        for a in actions:
+            path = a["path"]
+            if "/SSTs/" in path and a["op"] == "write":
+                path = path.rsplit("-", 5)[0]  # 000008-<uuid>.sst
+            out.append((a["op"], path, a.get("size"), a.get("reason")))
+        return out
+
+    assert shape(forked) == shape(alone)
+    assert len({a["path"].split("/")[2] for a in forked if a["op"] == "write" and a["path"].startswith("state/")}) == 3
+
+
+def test_a_damaged_store_in_a_worker_is_one_line_naming_its_file(tmp_path: Path) -> None:
+    """A worker's error is the error one process gives: one line naming the file, exit 2, nothing written."""
+    ckpt = extract("spark-4.2.1/agg_hdfs.tar.gz", tmp_path)
+    delta = max((ckpt / "state/0/2").glob("*.delta"), key=lambda p: int(p.name.split(".")[0]))
+    data = delta.read_bytes()
+    delta.write_bytes(data[: len(data) // 2])  # cut inside its records (the last bytes follow the end marker)
+    (delta.parent / f".{delta.name}.crc").unlink(missing_ok=True)
+    before = tree(ckpt)
+    done = _cli(str(ckpt), "--to", "rocksdb")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"state/0/2/{delta.name}" in lines[0] and "Traceback" not in done.stderr, lines
+    assert tree(ckpt) == before
