@@ -106,7 +106,8 @@ def audit(
             if report.skipped
             else ""
         )
-        + f"; read {report.stats.files_read} of {report.stats.entries_listed} entries",
+        + f"; read {report.stats.files_read} of the {report.stats.entries_listed} files and directories listed"
+        + ("" if deep else " (what a restart reads; --deep reads every file)"),
     )
     if fail_on is not FailOn.never and report.fails(fail_on.value):
         raise typer.Exit(1)

@@ -49,3 +49,14 @@ def test_in_json_the_summary_points_at_the_skipped_list(tmp_path: Path) -> None:
         tar.extractall(tmp_path, filter="data")
     proc = run_cli("audit", str(tmp_path / "ckpt"), "-f", "json")
     assert '1 check skipped (see "skipped")' in proc.stderr, proc.stderr
+
+
+def test_the_summary_says_what_the_read_count_counts() -> None:
+    """New-user trial 2: "read 30 of 125 entries" was unexplained. The sample's listing holds 134 state files, the
+    logs and their directories; a restart reads a few of them, --deep reads every file."""
+    sample = str(ROOT / "samples" / "rocksdb-changelog")
+    plain = run_cli("audit", sample).stderr.strip()
+    assert plain.endswith("files and directories listed (what a restart reads; --deep reads every file)"), plain
+    deep = run_cli("audit", sample, "--deep").stderr.strip()
+    read = [int(s.split(" of the ")[0].rsplit(" ", 1)[-1]) for s in (plain, deep)]
+    assert deep.endswith("files and directories listed") and read[0] < read[1], (plain, deep)
