@@ -149,10 +149,12 @@ def plan(
         styled(console, "bold", "No changes planned.")
     else:
         styled(console, "bold", "Plan", f" for {p.checkpoint} (Spark {p.target_spark}): {p.fix}")
-        for i, a in enumerate(p.actions, 1):
-            why = f" - {a.reason}" if a.reason else ""
-            rule = f" [{a.rule}]" if a.rule else ""
-            console.print(f"  {i}. {a.describe()}{why}{rule}", highlight=False, soft_wrap=True)
+        grouped = False
+        for line, many in plan_lines(p.actions):
+            grouped = grouped or many
+            console.print(f"  {line}", highlight=False, soft_wrap=True)
+        if grouped:
+            console.print("  (-f json or --plan-out list every file of a grouped line)", highlight=False)
         for e in p.effects:
             console.print(f"  afterwards: {e}", highlight=False, soft_wrap=True)
     for u in unfixed:
@@ -164,6 +166,90 @@ def plan(
     if applied:
         undo = undo_command(p.checkpoint, applied, backup_dir)
         styled(console, "green", "applied", f" as run {applied}; `{undo}` restores it byte for byte")
+
+
+#: a run of at least this many deletions in one directory for one reason is shown as one line
+GROUP_AT = 4
+
+
+def plan_lines(actions: Sequence[Any]) -> list[tuple[str, bool]]:
+    """The plan's actions as the text shows them, numbered in plan order, with whether a line stands for a
+    group: a Hadoop sidecar written or deleted along with its file joins that file's line ("and its .crc"), and a
+    run of :data:`GROUP_AT` or more deletions in one directory for the same reason (a provider's old files, a
+    rollback's log entries) is one line naming them by kind and version."""
+    # (first index, actions) per line: an action and the sidecars that follow it
+    units: list[tuple[int, list[Any]]] = []
+    for i, a in enumerate(actions, 1):
+        last = units[-1][1] if units else []
+        if a.sidecar_of and last and last[0].path == a.sidecar_of and last[0].op == a.op:
+            last.append(a)
+        else:
+            units.append((i, [a]))
+    lines: list[tuple[str, bool]] = []
+    at = 0
+    while at < len(units):
+        first, unit = units[at]
+        end = at + 1
+
+        def key(u: list[Any]) -> tuple[Any, ...]:
+            a = u[0]
+            return (a.op, a.path.rsplit("/", 1)[0] if "/" in a.path else "", a.reason, a.rule, len(u) > 1)
+
+        if unit[0].op == "delete":
+            while end < len(units) and key(units[end][1]) == key(unit):
+                end += 1
+        if end - at >= GROUP_AT:
+            group = [u for _, u in units[at:end]]
+            last_index = units[end - 1][0] + len(units[end - 1][1]) - 1
+            main = [u[0] for u in group]
+            size = sum(a.before.size or 0 for u in group for a in u)
+            folder = key(unit)[1]
+            crcs = " and their .crc sidecars" if len(unit) > 1 else ""
+            why = f" - {unit[0].reason}" if unit[0].reason else ""
+            rule = f" [{unit[0].rule}]" if unit[0].rule else ""
+            lines.append(
+                (
+                    f"{first}-{last_index}. delete {len(main)} files in {folder or '.'}/{crcs} "
+                    f"({_file_names(a.path for a in main)}; {size:,} bytes){why}{rule}",
+                    True,
+                )
+            )
+        else:
+            for first, unit in units[at:end]:
+                a = unit[0]
+                also = " and its .crc" if len(unit) > 1 else ""
+                why = f" - {a.reason}" if a.reason else ""
+                rule = f" [{a.rule}]" if a.rule else ""
+                lines.append((f"{first}. {a.describe()}{also}{why}{rule}", False))
+        at = end
+    return lines
+
+
+def _file_names(paths: Any) -> str:
+    """File names by kind: ``changelog 1..12, zip 3,6,9,12``; other names listed (the first three), or counted
+    when they share an extension (``4 .sst files``)."""
+    from ckptfix.checkpoint import id_ranges
+
+    versions: dict[str, list[int]] = {}
+    other: list[str] = []
+    for path in paths:
+        name = path.rsplit("/", 1)[-1]
+        stem, dot, kind = name.partition(".")
+        if stem.isdigit() and dot:
+            versions.setdefault(kind, []).append(int(stem))
+        elif not stem and dot:  # a log entry without extension: offsets/7
+            other.append(name)
+        elif name.isdigit():
+            versions.setdefault("", []).append(int(name))
+        else:
+            other.append(name)
+    parts = [f"{kind + ' ' if kind else ''}{id_ranges(sorted(ids))}" for kind, ids in sorted(versions.items())]
+    kinds = {name.rpartition(".")[2] for name in other}
+    if len(other) > 2 and len(kinds) == 1 and "." in other[0]:  # the SSTs of a store: their names say little
+        parts.append(f"{len(other)} .{kinds.pop()} files")
+    elif other:
+        parts.append(", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else ""))
+    return ", ".join(parts)
 
 
 def runs(items: list[RunInfo], console: Console) -> None:

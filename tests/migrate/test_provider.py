@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -376,3 +377,30 @@ def test_a_damaged_store_in_a_worker_is_one_line_naming_its_file(tmp_path: Path)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"state/0/2/{delta.name}" in lines[0] and "Traceback" not in done.stderr, lines
     assert tree(ckpt) == before
+
+
+def test_the_text_plan_groups_a_store_s_old_files(tmp_path: Path) -> None:
+    """New-user trial 2: the plan of a toy conversion was 91 lines, one per file and one per .crc. A sidecar now
+    joins its file's line, and the old files of a directory deleted for one reason are one line naming them by kind
+    and version; every action keeps its number, and the JSON plan still lists each file. The sample's stores
+    (samples/README.md) hold changelogs 1..12, zips 3, 6, 9, 12 and 4 SSTs each."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog", ckpt)
+    code, out = run(str(ckpt), "--to", "hdfs")
+    assert code == 0, out
+    lines = [line.strip() for line in out.splitlines() if re.match(r"\s+\d+(-\d+)?\. ", line)]
+    for p in (0, 1):
+        assert any(
+            line.startswith(f"delete 16 files in state/0/{p}/ and their .crc sidecars (changelog 1..12, zip 3,6,9,12;")
+            for line in (x.split(". ", 1)[1] for x in lines)
+        ), lines
+        assert any(f"delete 4 files in state/0/{p}/SSTs/ and their .crc sidecars (4 .sst files;" in x for x in lines)
+    numbers: list[int] = []
+    for line in lines:
+        first, _, last = line.split(".", 1)[0].partition("-")
+        numbers += list(range(int(first), int(last or first) + 1)) if last else [int(first)]
+    doc = json.loads(runner.invoke(app, ["migrate", "provider", str(ckpt), "--to", "hdfs", "-f", "json"]).stdout)
+    actions = doc["plan"]["actions"]
+    sidecars = [i for i, a in enumerate(actions, 1) if a["path"].rsplit("/", 1)[-1].startswith(".")]
+    # a line per file, or per group: its number range covers the file and its sidecar
+    assert sorted(set(numbers) | set(sidecars)) == list(range(1, len(actions) + 1)) and len(lines) == 7
