@@ -151,7 +151,7 @@ LOG_JUNK = define(
     "LOG-JUNK",
     "info",
     "Files Spark ignores in a log directory",
-    "Names that do not parse as a batch id (and directories named like one) are ignored by Spark.",
+    "Names that do not parse as a batch id are ignored by Spark (a directory named like one: LOG-ENTRY-DIRECTORY).",
     "Move them out of the checkpoint if they are not yours.",
 )
 LOG_CRC = define(
@@ -163,6 +163,18 @@ LOG_CRC = define(
     "Find out who edited the file (or its sidecar: a .crc copied from another file looks the same); restore the "
     "original (a ckptfix backup), or, if the file's content is right (the edit intended, or only the sidecar "
     "wrong), keep it and regenerate the sidecar: `ckptfix repair CKPT --accept-edits`.",
+)
+LOG_ENTRY_DIR = define(
+    "LOG-ENTRY-DIRECTORY",
+    "info",
+    "A directory named like a log entry",
+    "Spark lists a log's entries by name and reads only files, so a directory named like a batch id (offsets/7/, "
+    "commits/7/) is not an entry. But before writing entry N Spark checks that nothing exists at that path "
+    "(HDFSMetadataLog.addNewBatchByStream): a directory there makes the write refuse, and the query stops with "
+    "CONCURRENT_STREAM_LOG_UPDATE `Multiple streaming jobs detected for N` (3.5.9 to 4.3.0, recorded). So a "
+    "directory at the next entry Spark writes in offsets/ or commits/ stops the restart (error), one further "
+    "ahead stops the query when it gets there (warning), and one below is harmless (info).",
+    "Move the directory out of the checkpoint (`rmdir` it when empty); ckptfix does not delete directories.",
 )
 LOG_CRC_ORPHAN = define(
     "LOG-CRC-ORPHAN",
@@ -621,7 +633,7 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
                 )
         for rel in log.temp:
             yield LOG_TEMP.finding(f"{rel} is a leftover temporary file", [Evidence(ck.display(rel))])
-        for rel in log.junk + log.numeric_dirs:
+        for rel in log.junk:
             yield LOG_JUNK.finding(f"{rel} is ignored by Spark", [Evidence(ck.display(rel))])
         for b, rel in sorted(log.noncanonical.items()):
             if b != log.latest:
@@ -633,6 +645,34 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
     # batch's source and offset entries when it plans it: first thing when the latest batch is committed (before
     # the state loads, stage 70), else after re-running the latest batch and committing it
     planned_first = ctx.latest_commit is not None and ctx.latest_commit == L
+    # the next entry Spark writes in each log: as for the orphan sidecars below
+    for log, nxt in ((ck.offsets, 0 if L is None else L + 1), (ck.commits, ctx.next_batch or 0)):
+        for rel in log.numeric_dirs:
+            batch = layout.parse_batch_name(rel.rsplit("/", 1)[-1])
+            where = [Evidence(ck.display(rel), expected=f"no file or directory at {rel}", found="a directory")]
+            fix = f"Move {ck.display(rel)} out of the checkpoint (`rmdir` it when empty); ckptfix does not delete it."
+            if batch == nxt:
+                yield LOG_ENTRY_DIR.finding(
+                    f"{rel} is a directory where Spark writes its next entry ({log.rel}/{batch}): the write is "
+                    "refused and the query stops",
+                    where,
+                    severity="error",
+                    fix=fix,
+                    spark_error=E.concurrent_update(batch),
+                    stage=80 if log is ck.commits else 67 if planned_first else 85,
+                )
+            elif batch is not None and batch > nxt:
+                yield LOG_ENTRY_DIR.finding(
+                    f"{rel} is a directory: Spark stops when it writes entry {batch} of {log.rel}/ (the next one it "
+                    f"writes is {nxt})",
+                    where,
+                    severity="warning",
+                    fix=fix,
+                )
+            else:
+                yield LOG_ENTRY_DIR.finding(
+                    f"{rel} is a directory: Spark reads no entry there and writes none there again", where, fix=fix
+                )
     for orphan in crc_orphans(ctx):
         where = [Evidence(ck.display(orphan.rel))]
         if orphan.blocks is None:

@@ -168,6 +168,26 @@ def _latest_offset_deleted(ckpt: Path) -> None:
     remove(ckpt / "offsets" / str(last))
 
 
+#: the S3 copy of the tests is an upload of the files: an empty directory does not come along (s3a's directory
+#: marker object would, and Spark's exists() check would refuse the write there the same way)
+EMPTY_DIR_ON_S3 = "the upload carries files only: the empty directory is not on S3"
+
+
+def _as_directory(log: str, beyond: bool = False) -> Callable[[Path], None]:
+    """``log``/L replaced by an empty directory of the same name (its sidecar gone); ``beyond``: an empty
+    directory ``log``/L+1 added next to the files (a mistaken mkdir, a half-done copy)."""
+
+    def apply(ckpt: Path) -> None:
+        last = latest(ckpt, log)
+        if beyond:
+            (ckpt / log / str(last + 1)).mkdir()
+            return
+        remove(ckpt / log / str(last))
+        (ckpt / log / str(last)).mkdir()
+
+    return apply
+
+
 def _truncate(log: str, content: str) -> Callable[[Path], None]:
     def apply(ckpt: Path) -> None:
         rewrite(latest_file(ckpt, log), content)
@@ -1324,6 +1344,27 @@ _CASES = [
     ),
     # damaged latest offset / commit files
     DamageCase("offset_latest_empty", "stateless", _truncate("offsets", ""), "offsets/L is 0 bytes"),
+    DamageCase(
+        "offset_latest_directory",
+        "stateless",
+        _as_directory("offsets"),
+        "offsets/L is an empty directory",
+        s3_differs=EMPTY_DIR_ON_S3,
+    ),
+    DamageCase(
+        "commit_latest_directory",
+        "stateless",
+        _as_directory("commits"),
+        "commits/L is an empty directory",
+        s3_differs=EMPTY_DIR_ON_S3,
+    ),
+    DamageCase(
+        "offset_directory_beyond_latest",
+        "stateless",
+        _as_directory("offsets", beyond=True),
+        "an empty directory offsets/L+1 beside the files",
+        s3_differs=EMPTY_DIR_ON_S3,
+    ),
     DamageCase("commit_latest_empty", "stateless", _truncate("commits", ""), "commits/L is 0 bytes"),
     DamageCase("offset_latest_header_only", "stateless", _truncate("offsets", "v1"), "offsets/L is just 'v1'"),
     DamageCase(
