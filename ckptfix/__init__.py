@@ -6,8 +6,9 @@ The Python API (:mod:`ckptfix.api`)::
     report = ckptfix.audit("path/to/checkpoint")
     print(report.verdict.headline)
 
-``ckptfix.audit`` is the function (the rules live in the subpackage of the same name: import from it with
-``from ckptfix.audit.engine import ...``, not through attribute access on ``ckptfix``).
+``ckptfix.audit`` and ``ckptfix.advise`` are the functions (the subpackages of the same names hold the rules and
+the analysis: import from them with ``from ckptfix.audit.engine import ...``, not through attribute access on
+``ckptfix``).
 
 The API's functions load on first use (PEP 562): ``import ckptfix.formats.unsaferow`` or a CLI command does not
 pay for the audit engine it does not need.
@@ -21,6 +22,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ckptfix.api import (
+        advise,
+        async_off,
         audit,
         export_offsets,
         history,
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CkptfixError",
     "__version__",
+    "advise",
+    "async_off",
     "audit",
     "export_offsets",
     "history",
@@ -65,13 +70,15 @@ __all__ = [
     "undo",
 ]
 
-# The subpackage ``ckptfix.audit`` is loaded here, and the attribute its import sets on this package removed, so that
-# ``ckptfix.audit`` resolves to the API's function below however and whenever the subpackage's modules are imported
-# later (the import system sets a parent's attribute only when it first loads a child).
+# The subpackages ``ckptfix.audit`` and ``ckptfix.advise`` are loaded here, and the attributes their imports set on
+# this package removed, so that ``ckptfix.audit`` and ``ckptfix.advise`` resolve to the API's functions below however
+# and whenever the subpackages' modules are imported later (the import system sets a parent's attribute only when it
+# first loads a child). Both packages load nothing more until used.
+from ckptfix import advise as _advise_package  # noqa: E402
 from ckptfix import audit as _audit_package  # noqa: E402
 
-del globals()["audit"]
-del _audit_package
+del globals()["audit"], globals()["advise"]
+del _audit_package, _advise_package
 
 
 def __getattr__(name: str) -> Any:

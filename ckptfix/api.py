@@ -886,3 +886,70 @@ def plan_relocation(
         progress=progress,
     )
     return RelocatePlan(plan, opts, dest_opts)
+
+
+@_python_names
+def advise(
+    progress_files: PathLike | list[PathLike],
+    *,
+    concurrency: int | None = None,
+    query: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
+    """``ckptfix advise``: per query, batch durations, state commit times and recommendations with the numbers
+    behind them (a :class:`ckptfix.advise.analyze.Advice`) from ``StreamingQueryProgress`` events: JSON, JSON lines
+    or a driver log, as paths or fsspec URLs. ``query``: only the query with this name, id or runId;
+    ``concurrency``: the task slots running the stateful stage."""
+    from ckptfix.advise import advise as run_advise
+
+    files = progress_files if isinstance(progress_files, list) else [progress_files]
+    if isinstance(concurrency, bool) or (
+        concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1)
+    ):
+        raise UsageError(f"advise: concurrency: expected a positive int, found {concurrency!r}")
+    return run_advise([os.fspath(f) for f in files], dict(storage_options or {}), concurrency=concurrency, query=query)
+
+
+@_python_names
+def async_off(
+    ckpt_or_url: Checkpoint | PathLike,
+    query: str,
+    *,
+    apply: bool = False,
+    verify: bool = False,
+    min_batches: int = 2,
+    timeout: float = 300.0,
+    resume: bool = False,
+    query_id: str | None = None,
+    master: str | None = None,
+    session_conf: Mapping[str, str] | None = None,
+    backup_url: PathLike | None = None,
+    force: bool = False,
+    idle_seconds: float = 120,
+    storage_options: Mapping[str, Any] | None = None,
+    progress: ProgressLike = None,
+) -> Any:
+    """``ckptfix async-off``: the documented sequence for turning asynchronous progress tracking off, run with
+    PySpark (a :class:`ckptfix.spark.async_off.Outcome`: ``status``, ``steps``, ``new_batches``, ``ok``).
+    ``query`` is ``"MODULE:FUNCTION"`` (MODULE may be a .py path): FUNCTION(spark) returns the query's unstarted
+    DataStreamWriter; a name, not a callable, because an interrupted run is resumed (``resume=True``) from its
+    journal. Without ``apply`` nothing runs: the preflight and the steps it would take."""
+    from ckptfix.spark.async_off import Options
+    from ckptfix.spark.async_off import async_off as run_async_off
+
+    url, opts = _url_of(ckpt_or_url, storage_options)
+    options = Options(
+        apply=apply,
+        verify=verify,
+        min_batches=min_batches,
+        timeout=timeout,
+        resume=resume,
+        query_id=query_id,
+        master=master,
+        confs=dict(session_conf or {}),
+        backup_dir=_fspath(backup_url),
+        force=force,
+        idle_seconds=idle_seconds,
+        storage_options=opts,
+    )
+    return run_async_off(url, query, options, progress)

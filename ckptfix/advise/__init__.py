@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ckptfix.advise.analyze import Advice, analyze
-from ckptfix.advise.model import Parsed
-from ckptfix.advise.parse import merge, parse
+if TYPE_CHECKING:  # loaded on use: ``import ckptfix`` loads this package (its API function shares the name)
+    from ckptfix.advise.analyze import Advice
 
 __all__ = ["Advice", "advise", "advise_data", "read_one"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Advice":
+        from ckptfix.advise.analyze import Advice
+
+        return Advice
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_one(url: str, storage_options: Mapping[str, Any] | None = None) -> bytes:
@@ -38,6 +45,10 @@ def advise_data(
     query: str | None = None,
 ) -> Advice:
     """Analyse already-read inputs: ``[(display_path, bytes), ...]``."""
+    from ckptfix.advise.analyze import analyze
+    from ckptfix.advise.model import Parsed
+    from ckptfix.advise.parse import merge, parse
+
     parsed: list[Parsed] = [parse(data, path) for path, data in items]
     events, dups = merge(parsed)
     return analyze(
