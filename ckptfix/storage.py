@@ -12,6 +12,7 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import stat
 import urllib.parse
 import uuid
@@ -46,6 +47,44 @@ class IOStats:
 #: storage options fsspec's backends take as keyword dictionaries (s3fs, gcsfs, adlfs): a string there fails deep
 #: inside the backend ("'str' object has no attribute 'copy'")
 DICT_OPTIONS = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs", "consistency_kwargs"})
+
+
+#: storage option names whose values are credentials: a printed command never shows them
+_SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|sas|signature|(^|_)key$|account_key", re.I)
+
+
+def command_flags(options: Mapping[str, Any] | None) -> str:
+    """The CLI flags that give ``options`` again, for the commands ckptfix prints (undo, the fix of a finding):
+    ``--endpoint-url URL`` for ``client_kwargs.endpoint_url`` and ``-o key=value`` (dotted keys) for the rest,
+    except what ``$CKPTFIX_STORAGE_OPTIONS`` gives anyway. A credential's value is never printed: its flag reads
+    ``-o key=***``, to fill in (new-user trial 3: a printed undo without the endpoint went to AWS itself)."""
+    if not options:
+        return ""
+    try:
+        env = json.loads(os.environ.get(ENV_STORAGE_OPTIONS) or "{}")
+    except json.JSONDecodeError:
+        env = {}
+    env = env if isinstance(env, dict) else {}
+
+    def flat(tree: Mapping[str, Any], inherited: Any, prefix: str = "") -> Iterator[tuple[str, Any, bool]]:
+        for key, value in tree.items():
+            given = inherited.get(key) if isinstance(inherited, dict) else None
+            if isinstance(value, dict):
+                yield from flat(value, given, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", value, given == value
+
+    flags: list[str] = []
+    for key, value, from_env in flat(options, env):
+        if from_env:
+            continue
+        if key == "client_kwargs.endpoint_url" and isinstance(value, str):
+            flags.insert(0, f"--endpoint-url {shlex.quote(value)}")
+            continue
+        shown = "***" if _SECRET_OPTION.search(key.rsplit(".", 1)[-1]) else value
+        text = shown if isinstance(shown, str) else json.dumps(shown)
+        flags.append(f"-o {shlex.quote(f'{key}={text}')}")
+    return " ".join(flags)
 
 
 def parse_storage_options(pairs: list[str], endpoint_url: str | None = None) -> dict[str, Any]:

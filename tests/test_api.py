@@ -637,3 +637,11 @@ def test_async_off_refuses_in_the_apis_words_before_anything_runs(tmp_path: Path
     with pytest.raises(UsageError, match=r"^timeout: expected a positive number of seconds, found -1"):
         ckptfix.async_off(copy, "query.py:build", timeout=-1)
     assert tree(copy) == before
+
+
+def test_a_report_repr_is_one_line() -> None:
+    """New-user trial 3: the dataclass repr of a report held every finding with its evidence (5-10 KB)."""
+    report = ckptfix.audit(SAMPLE)
+    assert repr(report) == (
+        f"<Report {str(SAMPLE)!r} spark=4.3 restarts=False blocking=LOG-ASYNC-GAP findings=[1 error, 2 info]>"
+    )

@@ -30,20 +30,22 @@ from ckptfix.audit.targets import parse_target
 from ckptfix.checkpoint import Checkpoint
 from ckptfix.progress import ProgressLike, progress_of
 from ckptfix.sinks import Sink, open_sink
-from ckptfix.storage import Location
+from ckptfix.storage import Location, command_flags
 
 #: the commands whose first argument is the checkpoint, as advice names them: `ckptfix repair`, `ckptfix rollback
 #: CKPT --to-batch N` (the rules' static texts cannot know the path)
 _COMMAND = re.compile(
-    r"`ckptfix (repair|rollback|audit|state rebuild|offsets export|migrate relocate|async-off)( CKPT(?=[ `])|(?=`| -))"
+    r"`ckptfix (repair|rollback|audit|state rebuild|state repartition|offsets export|migrate relocate|async-off)"
+    r"( CKPT(?=[ `])|(?=`| -))"
 )
 
 
-def runnable(finding: Finding, url: str) -> Finding:
+def runnable(finding: Finding, url: str, flags: str = "") -> Finding:
     """The finding with every command its fix and message name made runnable as written: the checkpoint's path
     where the text has none or says CKPT (new-user trial: `ckptfix repair` run verbatim failed "Missing argument
-    'CHECKPOINT'", `ckptfix repair CKPT --accept-edits` looked for a directory named CKPT)."""
-    path = shlex.quote(url)
+    'CHECKPOINT'", `ckptfix repair CKPT --accept-edits` looked for a directory named CKPT), and after it ``flags``,
+    the storage options the audit was given (:func:`ckptfix.storage.command_flags`)."""
+    path = shlex.quote(url) + (f" {flags}" if flags else "")
 
     def fill(text: str) -> str:
         return _COMMAND.sub(lambda m: f"`ckptfix {m.group(1)} {path}", text)
@@ -100,12 +102,13 @@ def audit(
     )
     findings: list[Finding] = []
     skipped: list[Skipped] = []
+    flags = command_flags(ckpt.location.storage_options)
     for fn in CHECKS:
         for item in fn(ctx):
             if isinstance(item, Skipped):
                 skipped.append(item)
             else:
-                findings.append(runnable(item, ckpt.location.url))
+                findings.append(runnable(item, ckpt.location.url, flags))
     findings.sort(key=lambda f: (-severity_rank(f.severity), f.stage if f.stage is not None else 999, f.rule_id))
     verdict = decide(target.label, findings, skipped)
     facts = {

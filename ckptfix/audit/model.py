@@ -120,6 +120,17 @@ class Report:
     facts: dict[str, Any] = field(default_factory=dict)
     stats: Any = None
 
+    def __repr__(self) -> str:
+        """One line: the dataclass repr held every finding with its evidence (new-user trial 3: 5-10 KB)."""
+        counts = ", ".join(
+            f"{n} {s}" for s in ("error", "warning", "info") if (n := sum(f.severity == s for f in self.findings))
+        )
+        blocking = f" blocking={self.verdict.blocking_rule}" if self.verdict.blocking_rule else ""
+        return (
+            f"<Report {self.checkpoint!r} spark={self.target} restarts={self.verdict.restarts}{blocking} "
+            f"findings=[{counts or 'none'}]>"
+        )
+
     def fails(self, fail_on: str) -> bool:
         """Findings at or above ``fail_on``; an unknown verdict is never a pass."""
         if self.verdict.restarts is None:

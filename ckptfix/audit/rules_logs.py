@@ -11,6 +11,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ckptfix import layout
 from ckptfix.audit import spark_errors as E
@@ -78,8 +79,8 @@ LOG_ASYNC_GAP = define(
     "uncommitted latest batch: `requirement failed: Previous batch L-1 not found in offset log`).",
     "`ckptfix repair` writes offsets/L-1 as a copy of offsets/L when batch L is committed, else of the newest "
     "earlier offset file (no batch is renumbered), "
-    "or run `ckptfix async-off` (re-enable tracking with asyncProgressTrackingCheckpointIntervalMs=0 for two "
-    "batches, stop, restart with it off).",
+    "or run `ckptfix async-off CKPT --query MODULE:FUNCTION` (MODULE:FUNCTION builds the query: it re-enables "
+    "tracking with asyncProgressTrackingCheckpointIntervalMs=0 for two batches, stops, restarts with it off).",
 )
 LOG_COMMIT_AHEAD = define(
     "LOG-COMMIT-AHEAD",
@@ -645,38 +646,45 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
     # batch's source and offset entries when it plans it: first thing when the latest batch is committed (before
     # the state loads, stage 70), else after re-running the latest batch and committing it
     planned_first = ctx.latest_commit is not None and ctx.latest_commit == L
-    # the next entry Spark writes in each log: as for the orphan sidecars below
-    for log, nxt in ((ck.offsets, 0 if L is None else L + 1), (ck.commits, ctx.next_batch or 0)):
-        for rel in log.numeric_dirs:
-            batch = layout.parse_batch_name(rel.rsplit("/", 1)[-1])
-            where = [Evidence(ck.display(rel), expected=f"no file or directory at {rel}", found="a directory")]
-            fix = f"Move {ck.display(rel)} out of the checkpoint (`rmdir` it when empty); ckptfix does not delete it."
-            if batch == nxt:
-                yield LOG_ENTRY_DIR.finding(
-                    f"{rel} is a directory where Spark writes its next entry ({log.rel}/{batch}): the write is "
-                    "refused and the query stops",
-                    where,
-                    severity="error",
-                    fix=fix,
-                    spark_error=E.concurrent_update(batch),
-                    stage=80 if log is ck.commits else 67 if planned_first else 85,
-                )
-            elif batch is not None and batch > nxt:
-                yield LOG_ENTRY_DIR.finding(
-                    f"{rel} is a directory: Spark stops when it writes entry {batch} of {log.rel}/ (the next one it "
-                    f"writes is {nxt})",
-                    where,
-                    severity="warning",
-                    fix=fix,
-                )
-            else:
-                yield LOG_ENTRY_DIR.finding(
-                    f"{rel} is a directory: Spark reads no entry there and writes none there again", where, fix=fix
-                )
+    for d in entry_directories(ctx, planned_first):
+        where = [Evidence(d.display, expected=f"no file or directory at {d.rel}", found="a directory")]
+        fix = f"Move {d.display} out of the checkpoint (`rmdir` it when empty); ckptfix does not delete it."
+        if d.stage is not None:
+            yield LOG_ENTRY_DIR.finding(
+                f"{d.rel} is a directory where Spark writes its next entry ({d.log}/{d.name}): the write is "
+                "refused and the query stops",
+                where,
+                severity="error",
+                fix=fix,
+                spark_error=d.spark_error,
+                stage=d.stage,
+            )
+        elif d.batch > d.next:
+            yield LOG_ENTRY_DIR.finding(
+                f"{d.rel} is a directory: Spark stops when it writes entry {d.batch} of {d.log}/ (the next one it "
+                f"writes is {d.next})",
+                where,
+                severity="warning",
+                fix=fix,
+            )
+        else:
+            yield LOG_ENTRY_DIR.finding(
+                f"{d.rel} is a directory: Spark reads no entry there and writes none there again", where, fix=fix
+            )
     for orphan in crc_orphans(ctx):
         where = [Evidence(ck.display(orphan.rel))]
         if orphan.blocks is None:
-            yield LOG_CRC_ORPHAN.finding(f"{orphan.rel} has no data file {orphan.target}", where)
+            yield LOG_CRC_ORPHAN.finding(
+                f"{orphan.rel} has no data file {orphan.target}",
+                where,
+                fix="Nothing for the restart: "
+                + (
+                    "Spark does not write this entry again"
+                    if ck.location.is_local
+                    else "an object store keeps no .crc sidecars, and Spark never reads or renames onto this one"
+                )
+                + ". Move it out of the checkpoint if it is in your way.",
+            )
         elif orphan.blocks:
             yield LOG_CRC_ORPHAN.finding(
                 f"{orphan.rel} has no data file {orphan.target}, the next entry Spark writes in {orphan.log}/: "
@@ -693,6 +701,85 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
                 where,
                 severity="warning",
             )
+
+
+@dataclass(frozen=True)
+class EntryDirectory:
+    """A directory named like an entry of a log Spark writes (LOG-ENTRY-DIRECTORY)."""
+
+    rel: str  # as the finding names it (the sink's under its own location)
+    display: str
+    log: str
+    name: str  # the entry name Spark writes next in this log
+    batch: int  # the directory's entry id
+    next: int  # the next entry id Spark writes in this log
+    #: when the restart's first write in this log hits it: the stage and what Spark raises; None otherwise
+    stage: int | None
+    spark_error: SparkError | None
+
+
+def entry_directories(ctx: AuditContext, planned_first: bool) -> list[EntryDirectory]:
+    """Every directory named like an entry of offsets/, commits/, a file source's log or the file sink's
+    ``_spark_metadata`` (given ``--sink``). Before writing entry N each of these logs checks that nothing exists at
+    its path (``HDFSMetadataLog.addNewBatchByStream``), so a directory at the next entry stops the query: offsets and
+    commits with CONCURRENT_STREAM_LOG_UPDATE, a file source's log with ``IllegalStateException: Concurrent update to
+    the log``, the file sink's with ``IllegalStateException: Race while writing batch N`` (3.5.9 to 4.3.0, recorded).
+    The next entry: offsets L+1, commits the batch the restart runs, a source log its newest entry + 1 (written when
+    new files are planned), the sink the first batch it does not hold."""
+    from ckptfix.formats import compactlog
+
+    ck, L = ctx.ckpt, ctx.latest_offset
+    nb = ctx.next_batch or 0
+    logs: list[tuple[Any, int, int | None, int, Any, Any]] = [
+        (ck.offsets, 0 if L is None else L + 1, None, 67 if planned_first else 85, E.concurrent_update, ck.display),
+        (ck.commits, nb, None, 80, E.concurrent_update, ck.display),
+    ]
+    for source in ck.sources.values():
+        ids = source.listed_ids
+        every = compactlog.derive_compact_interval(sorted(source.compact), 10)
+        logs.append((source, ids[-1] + 1 if ids else 0, every, 66 if planned_first else 84, _source_race, ck.display))
+    sink = ctx.sink
+    if sink is not None and sink.delta is not None:
+        sink = None
+    if sink is not None:
+        held = sink.log.latest
+        logs.append(
+            (
+                sink.log,
+                max(nb, -1 if held is None else held + 1),
+                sink.compact_interval(),
+                79,
+                _sink_race,
+                sink.location.display,
+            )
+        )
+    out = []
+    for log, nxt, interval, stage, error, display in logs:
+        for rel in log.numeric_dirs:
+            name = rel.rsplit("/", 1)[-1]
+            batch = layout.parse_batch_name(name.removesuffix(compactlog.COMPACT_SUFFIX))
+            if batch is None:
+                continue
+            written = str(nxt)
+            if interval is not None and compactlog.is_compaction_batch(nxt, interval):
+                written += compactlog.COMPACT_SUFFIX
+            hit = name == written
+            out.append(
+                EntryDirectory(
+                    rel, display(rel), log.rel, written, batch, nxt, stage if hit else None, error(nxt) if hit else None
+                )
+            )
+    return out
+
+
+def _source_race(batch: int) -> SparkError:
+    """FileStreamSource.fetchMaxOffset when its log refuses entry ``batch`` (3.5.9 to 4.3.0, recorded)."""
+    return SparkError("java.lang.IllegalStateException", None, f"Multiple streaming jobs detected for {batch}", batch)
+
+
+def _sink_race(batch: int) -> SparkError:
+    """FileStreamSink.addBatch when its log refuses entry ``batch`` (3.5.9 to 4.3.0, recorded)."""
+    return SparkError("java.lang.IllegalStateException", None, f"Race while writing batch {batch}", batch)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,14 @@ from ckptfix.audit.context import AuditContext
 from ckptfix.audit.model import Evidence, Finding, SparkError
 from ckptfix.audit.registry import check, define
 from ckptfix.audit.rules_stale import replay
-from ckptfix.audit.rules_state import CODEC, _watermark, expected_partitions, store_unique_id, unique_ids
+from ckptfix.audit.rules_state import (
+    CODEC,
+    _watermark,
+    expected_partitions,
+    shuffle_edit,
+    store_unique_id,
+    unique_ids,
+)
 from ckptfix.checkpoint import OperatorDir, StoreDir
 from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import codec, rocksdbzip
@@ -103,8 +110,11 @@ def _find_misplaced(ctx: AuditContext) -> Iterator[Misplaced]:
         return
     ids = unique_ids(ctx, N)
     compression = codec.normalize(ctx.conf.get(CODEC, "lz4"))
+    edit = shuffle_edit(ctx)
     for op_id, op in sorted(ck.state.operators.items()):
         n, store_names = expected_partitions(ctx, op)
+        if edit is not None and n == edit.edited:
+            n = edit.state  # keys are where the state's own count puts them: the edit is a finding of its own
         found = providers.of(ctx.conf, op)
         if n is None or n <= 1 or found.custom:
             continue

@@ -40,6 +40,7 @@ CHAIN = define(
     "Restore the file from a backup, or rebuild version N offline from an older snapshot "
     "(`ckptfix state rebuild`), or roll back (`ckptfix rollback`).",
 )
+SHUFFLE = "spark.sql.shuffle.partitions"
 PARTITION_MISSING = define(
     "STATE-PARTITION-MISSING",
     "error",
@@ -55,6 +56,19 @@ PARTITIONS_MISMATCH = define(
     "the session's value on restart; directories beyond it are never read.",
     "Do not try to change the number of partitions by editing files; extra directories can be archived.",
 )
+SHUFFLE_EDITED = define(
+    "CONF-SHUFFLE-PARTITIONS-EDITED",
+    "error",
+    "The latest offset file's spark.sql.shuffle.partitions is not the state's",
+    "Spark takes the number of state partitions from the latest offset file and carries it unchanged from batch to "
+    "batch; only a repartition batch (Spark's offline runner, `ckptfix state repartition`) records a new count, "
+    "and it writes the state in that many partitions. A count that differs from the previous offset file's while "
+    "the state stays in the old number of partitions is an edit of the offset file (on an object store no .crc "
+    "sidecar shows it). More partitions: the first batch fails loading a partition without state. Fewer: Spark "
+    "restarts and silently reads only part of the state and hashes keys anew. The state itself is fine.",
+    "`ckptfix repair CKPT` writes the previous count back into the offset file. To change the number of "
+    "partitions, repartition the state: `ckptfix state repartition CKPT --partitions M`.",
+)
 DIR_MISSING = define(
     "STATE-DIR-MISSING",
     "error",
@@ -68,9 +82,10 @@ SNAPSHOT_CORRUPT = define(
     "A snapshot the restart would load is unreadable",
     "Spark 3.5-4.1 fail on a corrupt newest snapshot; 4.2+ log the failure and fall back to an older snapshot "
     "plus deltas when those still exist.",
-    "`ckptfix repair`, when an older snapshot (or version 1) and every delta after it exist: it writes the "
-    "version again from them over the corrupt one (as `ckptfix state rebuild` does); otherwise restore the "
-    "snapshot from a backup.",
+    "`ckptfix repair`, when an older snapshot (or version 1) and every delta after it exist: it writes a new "
+    "snapshot of the version the restart loads from them (as `ckptfix state rebuild` does), which Spark loads "
+    "instead, and leaves the corrupt file as it is (restore it from a backup to have it whole: `audit --deep` "
+    "reports it until then); otherwise restore the snapshot from a backup.",
 )
 FILE_CORRUPT = define(
     "STATE-FILE-CORRUPT",
@@ -843,6 +858,91 @@ def _left_by_repartition(ctx: AuditContext, op: OperatorDir, p: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class ShuffleEdit:
+    """offsets/``batch`` records ``edited`` shuffle partitions where offsets/``batch - 1`` and the state layout have
+    ``state`` (CONF-SHUFFLE-PARTITIONS-EDITED)."""
+
+    batch: int
+    state: int
+    edited: int
+
+
+def shuffle_edit(ctx: AuditContext) -> ShuffleEdit | None:
+    """The edited shuffle-partition count of the latest offset file, if that is what it is (memoized per audit):
+    it differs from the previous offset file's, and every hash-partitioned operator's directories are the previous
+    count's (up: none of the new partitions exists; down: a partition beyond the new count was written by the
+    latest batch, not left by a repartition, :func:`_left_by_repartition`)."""
+    key = ("shuffle-edit",)
+    if key not in ctx.memo:
+        ctx.memo[key] = _shuffle_edit(ctx)
+    found: ShuffleEdit | None = ctx.memo[key]
+    return found
+
+
+def _shuffle_edit(ctx: AuditContext) -> ShuffleEdit | None:
+    L, entry = ctx.latest_offset, ctx.latest_offset_file
+    if not L or entry is None or entry.metadata is None or ctx.state_version == 0:
+        return None
+    if L - 1 not in ctx.ckpt.offsets.files:
+        return None
+    previous, _ = ctx.offset_or_error(L - 1)
+    if previous is None or previous.metadata is None:
+        return None
+    now, before = entry.metadata.conf.get(SHUFFLE), previous.metadata.conf.get(SHUFFLE)
+    if not (now and before and now.isdigit() and before.isdigit()) or int(now) == int(before):
+        return None
+    edited, state = int(now), int(before)
+    ck = ctx.ckpt
+    hashed = [op for op in ck.state.operators.values() if op.partitions and recorded_partitions(ck, op, ctx.conf) != 1]
+    if not hashed or edited < 1:
+        return None
+    for op in hashed:
+        if max(op.partitions) + 1 != state:
+            return None
+        if edited > state and any(p in op.partitions for p in range(state, edited)):
+            return None
+        if edited < state and all(_left_by_repartition(ctx, op, p) for p in range(edited, state)):
+            return None
+    return ShuffleEdit(L, state, edited)
+
+
+@check
+def shuffle_partitions_edited(ctx: AuditContext) -> Iterator[Finding]:
+    edit = shuffle_edit(ctx)
+    if edit is None:
+        return
+    ck, L = ctx.ckpt, edit.batch
+    evidence = [
+        Evidence(ck.display(f"offsets/{L}"), expected=f"{SHUFFLE}={edit.state}", found=f"{SHUFFLE}={edit.edited}"),
+        Evidence(ck.display(f"offsets/{L - 1}"), note=f"{SHUFFLE}={edit.state}"),
+        Evidence(ck.display("state"), note=f"every operator's state in partitions 0..{edit.state - 1}"),
+    ]
+    head = (
+        f"offsets/{L} records {SHUFFLE}={edit.edited}, but offsets/{L - 1} records {edit.state} and the state is "
+        f"in {edit.state} partitions: the offset file was edited"
+    )
+    if edit.edited > edit.state:
+        rocks = providers.of(ctx.conf).kind == "rocksdb"
+        rel = f"/{edit.state}/1.{'changelog' if rocks else 'delta'}"  # the first partition without state
+        err = E.streaming_file_missing(ctx.target, rel) if rocks else E.delta_missing(ctx.target, rel)
+        yield SHUFFLE_EDITED.finding(
+            f"{head}; partition{'s' if edit.edited - edit.state > 1 else ''} "
+            + (f"{edit.state}..{edit.edited - 1} have" if edit.edited - edit.state > 1 else f"{edit.state} has")
+            + " no state and the first batch fails loading it",
+            evidence,
+            spark_error=err,
+            stage=66,
+        )
+    else:
+        yield SHUFFLE_EDITED.finding(
+            f"{head}; Spark restarts but reads only partitions 0..{edit.edited - 1} of the state and hashes keys "
+            f"into {edit.edited} partitions, so results are silently wrong",
+            evidence,
+            silent=True,
+        )
+
+
 @check
 def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
     ck, N = ctx.ckpt, ctx.state_version
@@ -917,6 +1017,9 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     stage=62,
                 )
         n, store_names = expected_partitions(ctx, op)
+        edit = shuffle_edit(ctx)
+        if edit is not None and n == edit.edited:
+            n = edit.state  # the edit is CONF-SHUFFLE-PARTITIONS-EDITED's finding; the state's own count is checked
         present = sorted(op.partitions)
         expected = list(range(n)) if n is not None else present
         extra = [p for p in present if p not in expected and not _left_by_repartition(ctx, op, p)]

@@ -288,7 +288,10 @@ def _runnable(fix: str, ctx: AuditContext) -> str:
     """A rule's fix text with the values this audit knows: the checkpoint for CKPT, the audit's target for the
     example release after --target-spark (the CLI refuses a placeholder such as 4.x)."""
     fix = re.sub(r"--target-spark 4\.\d+", f"--target-spark {ctx.target.label}", fix)
-    return fix.replace("CKPT", shlex.quote(ctx.ckpt.location.url))
+    from ckptfix.storage import command_flags
+
+    flags = command_flags(ctx.ckpt.location.storage_options)
+    return fix.replace("CKPT", shlex.quote(ctx.ckpt.location.url) + (f" {flags}" if flags else ""))
 
 
 def join_format_findings(ctx: AuditContext) -> Iterator[Finding]:

@@ -276,6 +276,11 @@ def write_local(option: str, path: str | Path, mode: str, fn: Callable[[Any], in
         if kind is not None and not stat.S_ISREG(kind):
             with open(path, mode, **encoding) as f:  # type: ignore[call-overload]
                 return int(fn(f))
+        if re.match(r"[a-z][a-z0-9+.-]*://", str(path)):  # new-user trial 3: s3://... became ./s3:/... in the message
+            raise UsageError(
+                f"{option} {path}: expected a local file name, found a URL (ckptfix writes its output locally: "
+                "write it here and copy it, e.g. with `aws s3 cp`)"
+            )
         real = os.path.realpath(path)
         parent = os.path.dirname(real)
         if not os.path.isdir(parent):

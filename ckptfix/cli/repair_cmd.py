@@ -44,7 +44,7 @@ from ckptfix.repair.fixes import STRATEGIES
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.repair.plan import load as load_plan
 from ckptfix.repair.planning import plan_repair
-from ckptfix.storage import Location
+from ckptfix.storage import Location, command_flags
 
 
 def _backup(url: str, backup_dir: str | None, opts: dict[str, Any]) -> Location:
@@ -96,7 +96,7 @@ def carry_out(
         emit(jsonout.plan(plan, unfixed, run_id, verdict, **extra))
     else:
         console = out()
-        text.plan(plan, unfixed, console, run_id, backup_dir)
+        text.plan(plan, unfixed, console, run_id, backup_dir, command_flags(opts))
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
         if then is not None:
@@ -109,7 +109,7 @@ def carry_out(
     if worse and not aims_at_restart:
         worse = before is not None and _clean(before)
     if worse:
-        _not_restartable(where, run_id)
+        _not_restartable(where, run_id, opts)
     return run_id
 
 
@@ -129,11 +129,11 @@ def _clean(verdict: Any) -> bool:
     return verdict.restarts is True and not verdict.hazards
 
 
-def _not_restartable(where: str, run_id: str | None) -> None:
+def _not_restartable(where: str, run_id: str | None, opts: dict[str, Any]) -> None:
     """The run is done and journaled, but the checkpoint does not audit as a clean restart: never exit 0."""
     err().print(
         f"ckptfix: the checkpoint does not audit as restartable after run {run_id}; "
-        f"`ckptfix undo {where} {run_id}` restores every file it changed",
+        f"`{text.undo_command(where, run_id or '', None, command_flags(opts))}` restores every file it changed",
         highlight=False,
         soft_wrap=True,
     )
@@ -162,7 +162,7 @@ def run_sink_plan(
         if plan.empty:
             console.print(nothing.format(sink=sink_url), highlight=False)
         else:
-            text.plan(plan, [], console, run_id, backup_dir)
+            text.plan(plan, [], console, run_id, backup_dir, command_flags(opts))
     return run_id
 
 
@@ -287,14 +287,14 @@ def apply(
         emit(jsonout.plan(plan, [], run_id, verdict))
     else:
         console = out()
-        text.plan(plan, [], console, run_id, backup_dir)
+        text.plan(plan, [], console, run_id, backup_dir, command_flags(opts))
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
     worse = verdict is not None and not _clean(verdict)
     if worse and not plan.aims_at_restart:  # as carry_out: only a clean restart made unclean (unknown on --resume)
         worse = before is not None and _clean(before)
     if worse:
-        _not_restartable(plan.checkpoint, run_id)
+        _not_restartable(plan.checkpoint, run_id, opts)
 
 
 def _audit_after(plan: Plan, opts: dict[str, Any]) -> Any:

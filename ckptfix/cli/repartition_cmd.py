@@ -22,6 +22,8 @@ from ckptfix.cli.common import (
     note,
     storage_options,
 )
+from ckptfix.render import text
+from ckptfix.storage import command_flags
 
 
 def repartition(
@@ -84,7 +86,8 @@ def repartition(
                 result.sink_plan, result.sink, opts, fmt, do_apply, sink_backup_dir, force, idle_seconds
             )
         except CkptfixError as exc:
-            done = f" (run {run_id}; `ckptfix undo {checkpoint} {run_id}` restores it)" if run_id else ""
+            undo = text.undo_command(checkpoint, run_id or "", None, command_flags(opts))
+            done = f" (run {run_id}; `{undo}` restores it)" if run_id else ""
             raise RepartitionInterrupted(
                 f"{exc} -- the checkpoint was repartitioned{done} but the file sink has no entry for batch "
                 f"{result.batch} yet: run the same command again to write it"

@@ -28,7 +28,9 @@ from ckptfix.cli.common import (
 )
 from ckptfix.cli.repair_cmd import carry_out, run_sink_plan
 from ckptfix.errors import CkptfixError, RollbackInterrupted
+from ckptfix.render import text
 from ckptfix.repair.rollback import plan_rollback
+from ckptfix.storage import command_flags
 
 
 def rollback(
@@ -135,16 +137,19 @@ def rollback(
             raise
         raise RollbackInterrupted(
             f"{exc} -- the file sink was rolled back (run {sink_run}) but the checkpoint was not: run the same "
-            f"command again to roll the checkpoint back (the sink's plan is then empty), or `ckptfix undo "
-            f"{result.sink} {sink_run}` restores the sink"
+            "command again to roll the checkpoint back (the sink's plan is then empty), or "
+            f"`{text.undo_command(str(result.sink), sink_run, None, command_flags(opts))}` restores the sink"
         ) from None
     if sink_run is not None and run_id is not None and fmt is not Format.json:
         console = out()
+        flags = command_flags(opts)
+        undo_sink = text.undo_command(str(result.sink), sink_run, None, flags)
         console.print(
-            f"sink rolled back as run {sink_run}: `ckptfix undo {result.sink} {sink_run}` restores it", highlight=False
+            f"sink rolled back as run {sink_run}: `{undo_sink}` restores it",
+            highlight=False,
         )
         console.print(
-            f"checkpoint rolled back as run {run_id}: `ckptfix undo {where} {run_id}` restores it "
+            f"checkpoint rolled back as run {run_id}: `{text.undo_command(where, run_id, None, flags)}` restores it "
             "(undo the checkpoint first, then the sink)",
             highlight=False,
         )

@@ -147,7 +147,7 @@ def _reader(engine: str, changes: bool) -> Callable[..., Any]:
     return run
 
 
-def _parallel(read: Any, fmt: DataFormat, jobs: int | None, engine: str) -> int:
+def _parallel(read: Any, fmt: DataFormat, jobs: int | None, engine: str, quiet: bool = False) -> int:
     """How many worker processes to read with: --jobs, else one per core for a local
     checkpoint (remote stores keep one process: their clients do not survive a fork)."""
     from ckptfix.state import parallel
@@ -155,12 +155,16 @@ def _parallel(read: Any, fmt: DataFormat, jobs: int | None, engine: str) -> int:
     parts = len(read.selection.partitions)
     if engine != "local" or parts < 2 or not parallel.available():
         return 1
-    if jobs is not None:
-        return max(1, min(jobs, parts))
     local = (
         read.selection.ckpt.location.url.startswith(("file://", "/")) or "://" not in read.selection.ckpt.location.url
     )
-    return parallel.default_jobs(parts) if local else 1
+    if not local:  # new-user trial 3: --jobs 2 on S3 forked, and the fork's S3 client failed ("not fork-safe")
+        if jobs is not None and jobs > 1:
+            note(quiet, f"--jobs {jobs}: reading in one process (the client of a remote store does not survive a fork)")
+        return 1
+    if jobs is not None:
+        return max(1, min(jobs, parts))
+    return parallel.default_jobs(parts)
 
 
 def _write(read: Any, fmt: DataFormat, out_path: str | None, jobs: int = 1) -> int:
@@ -339,7 +343,7 @@ def read(
             **schema_options(key_schema, value_schema, force_schema),
         )
         reads.append(result)
-        return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
+        return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine, quiet))
 
     def rebuild(exc: CkptfixError) -> str | None:
         from ckptfix.repair.rebuild import rebuild_hint
@@ -392,7 +396,7 @@ def changes(
             storage_options=opts,
             **schema_options(key_schema, value_schema, force_schema),
         )
-        return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine))
+        return result, _write(result, fmt, out_path, _parallel(result, fmt, jobs, engine, quiet))
 
     result, n = _guard_rows(fmt, run)
     sel = result.selection

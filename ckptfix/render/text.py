@@ -136,14 +136,20 @@ def inspection(i: Inspection, console: Console) -> None:
         styled(console, "yellow", "problem", f" {p}")
 
 
-def undo_command(checkpoint: str, run_id: str, backup_dir: str | None = None) -> str:
-    """The undo that reverts run ``run_id`` (naming the backup directory when it is not the default one)."""
+def undo_command(checkpoint: str, run_id: str, backup_dir: str | None = None, flags: str = "") -> str:
+    """The undo that reverts run ``run_id`` (naming the backup directory when it is not the default one; ``flags``:
+    the storage options, :func:`ckptfix.storage.command_flags`)."""
     backup = f" --backup-dir {shlex.quote(backup_dir)}" if backup_dir else ""
-    return f"ckptfix undo {shlex.quote(checkpoint)} {run_id}{backup}"
+    return f"ckptfix undo {shlex.quote(checkpoint)} {run_id}{backup}{' ' + flags if flags else ''}"
 
 
 def plan(
-    p: Plan, unfixed: Sequence[Unfixed], console: Console, applied: str | None = None, backup_dir: str | None = None
+    p: Plan,
+    unfixed: Sequence[Unfixed],
+    console: Console,
+    applied: str | None = None,
+    backup_dir: str | None = None,
+    flags: str = "",
 ) -> None:
     if p.empty:
         styled(console, "bold", "No changes planned.")
@@ -164,7 +170,7 @@ def plan(
         if note not in shown:
             console.print(f"  note: {note}", highlight=False, soft_wrap=True)
     if applied:
-        undo = undo_command(p.checkpoint, applied, backup_dir)
+        undo = undo_command(p.checkpoint, applied, backup_dir, flags)
         styled(console, "green", "applied", f" as run {applied}; `{undo}` restores it byte for byte")
 
 
@@ -363,6 +369,11 @@ def relocation(doc: dict[str, Any], applied: bool, console: Console) -> None:
         say(f"  regenerate {sidecars} checksum sidecars of rewritten files")
     for w in p["warnings"]:
         say(f"  warning: {w}")
+    if p["dest_uri"].startswith("s3://"):  # new-user trial 3: open-source Spark has no s3:// file system
+        say(
+            "  note: open-source Spark reads S3 as s3a:// (s3:// is EMR's): give DEST as s3a://... for it, so that "
+            "the rewritten paths and the checkpointLocation to restart with name the scheme it reads"
+        )
     if applied:
         say(
             f"done: {doc['files_copied']} copied, {doc['files_rewritten']} rewritten, "

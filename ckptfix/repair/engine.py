@@ -712,23 +712,36 @@ def _log_heads(ckpt: Location) -> dict[str, int | None]:
 
 
 def check_not_moved_on(ckpt: Location, run_id: str, events: list[dict[str, Any]]) -> None:
-    """Refuse to undo a run after which the query ran batches: Spark wrote state and logs from the run's result,
-    which restoring the run's files would leave beside the restored ones (hunt 11, F5: after a repartition or a
-    provider conversion Spark then failed to load the state; after a `state put` the edit stayed in later
-    versions, while undo said every file was restored)."""
+    """Refuse to undo a run after which the logs' newest entries changed. Forward: the query ran batches, and Spark
+    wrote state and logs from the run's result, which restoring the run's files would leave beside the restored ones
+    (hunt 11, F5: after a repartition or a provider conversion Spark then failed to load the state; after a `state
+    put` the edit stayed in later versions, while undo said every file was restored). Backward: a later rollback
+    deleted entries the run's restored files need (new-user trial 3: a rollback's undo over a hand rollback left
+    offsets 0..5 and 7, and Spark failed with `batch 6 doesn't exist`)."""
     recorded = next((e[LOGS] for e in reversed(events) if e["event"] == "complete" and LOGS in e), None)
     if not recorded:
         return  # a run journaled before the heads were recorded
     now = _log_heads(ckpt)
     for log in ("offsets", "commits"):
         before, after = recorded.get(log), now[log]
+        if after == before:
+            continue
+        shown = "none" if after is None else after
         if after is not None and (before is None or after > before):
-            raise PreconditionFailed(
-                f"{ckpt.display(f'{log}/{after}')}: expected the newest {log} entry to be the one run {run_id} left "
-                f"({'none' if before is None else before}), found {after}: the query ran after the run, on what it "
-                "wrote, so restoring the run's files now would mix them with state Spark wrote since; nothing was "
-                "undone. To go back further, stop the query and roll back (`ckptfix rollback`)"
+            why = (
+                "the query ran after the run, on what it wrote, so restoring the run's files now would mix them with "
+                "state Spark wrote since"
             )
+        else:  # new-user trial 3: undo restored a rollback's files over a later hand rollback, and said so with exit 0
+            why = (
+                "the log went back after the run (a rollback by hand, or a run journaled elsewhere), so restoring "
+                "the run's files now would leave the entries in between missing"
+            )
+        raise PreconditionFailed(
+            f"{ckpt.display(f'{log}/{shown}' if after is not None else log)}: expected the newest {log} entry to be "
+            f"the one run {run_id} left ({'none' if before is None else before}), found {shown}: {why}; nothing was "
+            "undone. To go back further, stop the query and roll back (`ckptfix rollback`)"
+        )
 
 
 #: the journal field (of ``start`` and ``resume``) listing the directories a run's writes create

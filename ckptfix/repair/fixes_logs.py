@@ -748,6 +748,33 @@ def restore_format_keys(fc: FixContext, finding: Finding) -> list[str]:
     ]
 
 
+@fixes("CONF-SHUFFLE-PARTITIONS-EDITED")
+def restore_shuffle_partitions(fc: FixContext, finding: Finding) -> list[str]:
+    """Write the state's partition count (the previous offset file's) back into offsets/L: the edit is undone and
+    no batch re-runs (new-user trial 3: the audit blamed healthy state directories)."""
+    from ckptfix.audit.rules_state import SHUFFLE, shuffle_edit
+
+    ck = fc.ckpt
+    edit = shuffle_edit(fc.audit)
+    cur = None if edit is None else _readable_offset(fc, edit.batch)
+    if edit is None or cur is None or cur.metadata is None:
+        raise CannotFix("the latest offset file records the state's shuffle partitions (the checkpoint changed?)")
+    rel = ck.offsets.files[edit.batch]
+    if fc.builder.touches(rel):
+        if any(a.path == rel and a.op == "delete" for a in fc.builder.actions):
+            return []  # batch L is planned again from offsets/L-1, which records the state's count
+        raise CannotFix(f"another fix rewrites offsets/{edit.batch}; apply it and run repair again")
+    conf = {**cur.metadata.conf, SHUFFLE: str(edit.state)}
+    fc.builder.write(
+        rel,
+        offsetlog.dump(replace(cur, metadata=replace(cur.metadata, conf=conf))),
+        f"conf {SHUFFLE}={edit.state}, as offsets/{edit.batch - 1} and the state's {edit.state} partitions show "
+        f"(it read {edit.edited})",
+        finding.rule_id,
+    )
+    return [f"Spark restarts with the state's {edit.state} partitions; no batch re-runs because of this change"]
+
+
 # -- META-MISSING / META-UNREADABLE (R7) -----------------------------------------------------
 
 

@@ -104,8 +104,10 @@ def plan_repair(
     for finding in report.findings:
         if finding.rule_id in done:
             continue
-        # errors; and warnings that fail the query later, whose fix is safe (a sidecar Spark's rename would trip on)
-        if finding.severity != "error" and finding.rule_id not in FIX_WARNINGS:
+        # errors; and warnings that fail the query later, whose fix is safe (a sidecar Spark's rename would trip on).
+        # Never an info finding: nothing to fix (new-user trial 3: a harmless orphan sidecar was "not fixed", exit 1)
+        error = finding.severity == "error"
+        if not error and (finding.severity != "warning" or finding.rule_id not in FIX_WARNINGS):
             continue
         path = finding.evidence[0].path if finding.evidence else None
         planner = PLANNERS.get(finding.rule_id)
@@ -117,11 +119,13 @@ def plan_repair(
             effects += planner(fc, finding)
         except CannotFix as exc:
             builder.rollback(mark)
-            unfixed.append(Unfixed(finding.rule_id, str(exc), path))
+            if error:  # unfixed lists the errors that stay (docs/output.md); a warning left is in the audit
+                unfixed.append(Unfixed(finding.rule_id, str(exc), path))
             continue
         except PlanConflict as exc:
             builder.rollback(mark)
-            unfixed.append(Unfixed(finding.rule_id, f"its fix overlaps an earlier one ({exc})", path))
+            if error:
+                unfixed.append(Unfixed(finding.rule_id, f"its fix overlaps an earlier one ({exc})", path))
             continue
         done.add(finding.rule_id)
         fixed.append(finding.rule_id)

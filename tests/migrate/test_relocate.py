@@ -264,3 +264,26 @@ def test_the_cli_refuses_a_memory_destination() -> None:
     result = CliRunner().invoke(app, ["migrate", "relocate", str(sample), "memory://x/y", "--apply"])
     assert result.exit_code == 2
     assert "DEST memory://x/y: expected a store that outlives this command, found memory://" in result.stderr
+
+
+def test_a_relocation_to_s3_names_s3a_for_open_source_spark(tmp_path: Path) -> None:
+    """New-user trial 3: after `migrate relocate ... s3://bucket/x --apply` the command said "restart the query with
+    checkpointLocation=s3://bucket/x", a scheme open-source Spark has no file system for. A DEST given as s3://
+    gets a note to give it as s3a:// (the rewritten paths name the scheme given)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from ckptfix.migrate.relocate import plan_relocation
+    from ckptfix.render import text
+
+    sample = Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog"
+    doc = {"plan": plan_relocation(str(sample), str(tmp_path / "dest"), idle_seconds=0).to_json()}
+
+    def shown(dest_uri: str) -> str:
+        buf = StringIO()
+        text.relocation({"plan": {**doc["plan"], "dest_uri": dest_uri}}, False, Console(file=buf, width=200))
+        return buf.getvalue()
+
+    assert "open-source Spark reads S3 as s3a://" in shown("s3://bucket/x")
+    assert "s3a://" not in shown("s3a://bucket/x").replace("s3a://bucket/x", "") and "note" not in shown("file:/x")

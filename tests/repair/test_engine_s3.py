@@ -62,3 +62,51 @@ def test_crash_on_s3_then_resume(s3_bucket: Any, tmp_path: Any, crash_after: int
     proc = subprocess.run([*cmd, "undo", url, "--force"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert s3_tree(s3_bucket.filesystem(), url) == before
+
+
+def test_printed_commands_carry_the_storage_options(s3_bucket: Any) -> None:
+    """New-user trial 3: the undo `repair --apply` prints (and the fix of each finding) named the S3 checkpoint
+    without --endpoint-url, so run as printed it went to AWS itself. Both carry the options given now, and the
+    printed undo runs as printed."""
+    import shlex
+
+    from tests.support.cli import run_cli
+
+    url = s3_bucket.upload_tree(sample_checkpoint(), "printed")
+    endpoint = s3_bucket.storage_options["client_kwargs"]["endpoint_url"]
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    env.pop(ENV_STORAGE_OPTIONS, None)
+    given = ["--endpoint-url", endpoint, "-o", "use_listings_cache=false"]
+    audit = run_cli("audit", url, *given, "-f", "json", env=env)
+    fixes = [f["fix"] for f in json.loads(audit.stdout)["findings"] if "`ckptfix repair" in f["fix"]]
+    assert fixes and all(
+        f"`ckptfix repair {url} --endpoint-url {endpoint} -o use_listings_cache=false`" in f for f in fixes
+    )
+    done = run_cli("repair", url, *given, "--apply", "--force", env=env)
+    assert done.returncode == 0, done.stderr
+    (undo,) = [line.split("`")[1] for line in done.stdout.splitlines() if "`ckptfix undo " in line]
+    assert undo.startswith(f"ckptfix undo {url} ") and undo.endswith(
+        f"--endpoint-url {endpoint} -o use_listings_cache=false"
+    )
+    undone = run_cli(*shlex.split(undo)[1:], "--force", env=env)
+    assert undone.returncode == 0, undone.stderr
+
+
+def test_command_flags_mask_credentials_and_leave_out_what_the_environment_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ckptfix.storage import command_flags
+
+    monkeypatch.setenv(ENV_STORAGE_OPTIONS, json.dumps({"anon": False, "client_kwargs": {"region_name": "eu"}}))
+    options = {
+        "anon": False,
+        "key": "AKIA",
+        "secret": "s3cr3t",
+        "client_kwargs": {"endpoint_url": "http://minio:9000", "region_name": "eu"},
+        "config_kwargs": {"retries": {"max_attempts": 2}},
+    }
+    flags = command_flags(options)
+    assert flags == (
+        "--endpoint-url http://minio:9000 -o 'key=***' -o 'secret=***' -o config_kwargs.retries.max_attempts=2"
+    )
+    assert "AKIA" not in flags and "s3cr3t" not in flags and command_flags({}) == ""

@@ -885,3 +885,24 @@ def test_a_version_no_spark_writes_is_damage_the_repair_fixes(tmp_path: Path, na
     assert unfixed == [] and not plan.empty, unfixed
     engine.apply(plan, Location(str(ckpt)), Location(str(tmp_path / "bk")), idle_seconds=0)
     assert audit(str(ckpt), "3.5").verdict.restarts is True
+
+
+def test_a_harmless_orphan_sidecar_is_no_job_for_repair(tmp_path: Path) -> None:
+    """New-user trial 3: commits/3 of an older batch deleted, its .crc left. The audit said "will restart" with an
+    info finding whose fix promised `ckptfix repair`; repair then answered "not fixed ... (the checkpoint
+    changed?)" and exit 1. Now the finding says it is nothing for the restart, and repair has nothing to do."""
+    with tarfile.open(Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0" / "agg_hdfs.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "commits" / "3").unlink()
+    report = audit(str(ckpt), "4.3")
+    (orphan,) = [f for f in report.findings if f.rule_id == "LOG-CRC-ORPHAN"]
+    assert report.verdict.restarts is True and orphan.severity == "info"
+    assert (
+        orphan.fix.startswith("Nothing for the restart: Spark does not write this entry again")
+        and "repair" not in orphan.fix
+    )
+    plan, _, unfixed = plan_repair(str(ckpt), "4.3")
+    assert plan.empty and unfixed == []
+    done = run_cli("repair", str(ckpt))
+    assert done.returncode == 0 and "not fixed" not in done.stdout + done.stderr, done.stdout + done.stderr

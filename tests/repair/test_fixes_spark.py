@@ -59,6 +59,12 @@ LIVE: dict[str, Live] = {
     # copy of offsets/L; the restart runs batch L+1 on state version L+1, nothing re-runs
     "stateful_gap_committed": Live("two_batches_before_latest_deleted", "batch 6 doesn't exist", 0, "state version 8"),
     "commit_ahead": Live("commit_beyond_latest_offset", "CONCURRENT_STREAM_LOG_UPDATE", 0, "no recorded batch re-runs"),
+    # spark.sql.shuffle.partitions edited in offsets/L (.crc dropped, as on S3; new-user trial 3): the repair writes
+    # the state's count back, no batch re-runs; up fails loading a partition without state, down is silently wrong
+    "shuffle_edited_up": Live(
+        "offset_latest_shuffle_partitions_edited_up", "1.delta does not exist", 0, "no batch re-runs"
+    ),
+    "shuffle_edited_down": Live("offset_latest_shuffle_partitions_edited_down", None, 0, "no batch re-runs"),
     # batch 6's file (5 rows) reaches the sink again under batch id 6
     "offset_deleted": Live("latest_offset_deleted", "CONCURRENT_STREAM_LOG_UPDATE", 5, "1 input file(s)"),
     "offset_empty": Live("offset_latest_empty", "Incomplete log file", 5, "1 input file(s)"),

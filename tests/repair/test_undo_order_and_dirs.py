@@ -191,3 +191,21 @@ def test_undo_with_every_run_undone_says_there_is_nothing_to_undo(ckpt: Path) ->
     assert _cli("undo", str(ckpt), "--idle-seconds", "0").returncode == 0
     again = _cli("undo", str(ckpt), "--idle-seconds", "0")
     assert again.returncode == 2 and "nothing to undo: every run recorded there is undone already" in again.stderr
+
+
+def test_undo_refuses_after_the_logs_went_back(ckpt: Path) -> None:
+    """New-user trial 3: a rollback to batch 8, then by hand to 7 (offsets/8 and commits/8 deleted); `undo` of the
+    rollback restored offsets and commits 9..11 over the gap and said every file held its bytes again, exit 0, and
+    Spark then failed on the missing batch 8. It refuses now, naming the log that moved, and changes nothing."""
+    done = _cli("rollback", str(ckpt), "--to-batch", "8", "--apply", "--idle-seconds", "0")
+    assert done.returncode == 0, done.stderr
+    for log in ("offsets", "commits"):
+        (ckpt / log / "8").unlink()
+        (ckpt / log / ".8.crc").unlink()
+    before = tree(ckpt)
+    undone = _cli("undo", str(ckpt), "--idle-seconds", "0")
+    assert undone.returncode == 2, undone.stderr
+    line = undone.stderr.strip()
+    assert "offsets/7: expected the newest offsets entry to be the one run " in line and "left (8), found 7" in line
+    assert "the log went back after the run" in line and "nothing was undone" in line, line
+    assert tree(ckpt) == before

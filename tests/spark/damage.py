@@ -1238,6 +1238,20 @@ def _sink_entry_deleted_before_compaction(ckpt: Path) -> None:
     remove(log / "3")
 
 
+def _directory_beyond(log_of: Callable[[Path], Path]) -> Callable[[Path], None]:
+    """An empty directory named like the entry after the newest one of a log that is not offsets/ or commits/
+    (``log_of(ckpt)``: a file source's ``sources/0``, the file sink's ``_spark_metadata``)."""
+
+    def apply(ckpt: Path) -> None:
+        log = log_of(ckpt)
+        ids = [int(p.name.split(".")[0]) for p in log.iterdir() if p.name.split(".")[0].isdigit()]
+        if not ids:
+            raise SkipCase(f"{log.name} holds no entry")
+        (log / str(max(ids) + 1)).mkdir()
+
+    return apply
+
+
 # -------------------------------------------------------------------------------------- file sink
 
 
@@ -1356,6 +1370,41 @@ _CASES = [
         "stateless",
         _as_directory("commits"),
         "commits/L is an empty directory",
+        s3_differs=EMPTY_DIR_ON_S3,
+    ),
+    # the shuffle-partition count of the latest offset file edited, its .crc dropped (as an object store has none):
+    # new-user trial 3, where the audit blamed the healthy state directories
+    DamageCase(
+        "offset_latest_shuffle_partitions_edited_up",
+        "agg_hdfs",
+        _set_latest_conf("spark.sql.shuffle.partitions", "4"),
+        "offsets/L records 4 shuffle partitions, offsets/L-1 and the state 3",
+    ),
+    DamageCase(
+        "offset_latest_shuffle_partitions_edited_up_rocksdb",
+        "agg_rocksdb_cl",
+        _set_latest_conf("spark.sql.shuffle.partitions", "4"),
+        "offsets/L records 4 shuffle partitions, offsets/L-1 and the state 3 (RocksDB with changelog)",
+    ),
+    DamageCase(
+        "offset_latest_shuffle_partitions_edited_down",
+        "agg_hdfs",
+        _set_latest_conf("spark.sql.shuffle.partitions", "2"),
+        "offsets/L records 2 shuffle partitions, offsets/L-1 and the state 3",
+        expect_rule="CONF-SHUFFLE-PARTITIONS-EDITED",
+    ),
+    DamageCase(
+        "source_log_directory_beyond_latest",
+        "stateless",
+        _directory_beyond(lambda ckpt: ckpt / "sources" / "0"),
+        "an empty directory sources/0/N+1 after the file source's newest entry N",
+        s3_differs=EMPTY_DIR_ON_S3,
+    ),
+    DamageCase(
+        "filesink_metadata_directory_beyond_latest",
+        "filesink",
+        _directory_beyond(sink_log),
+        "an empty directory _spark_metadata/N+1 after the file sink's newest entry N",
         s3_differs=EMPTY_DIR_ON_S3,
     ),
     DamageCase(

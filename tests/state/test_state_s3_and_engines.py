@@ -90,3 +90,23 @@ def _lines(read: Any) -> str:
 class _Given(list):  # type: ignore[type-arg]
     def batches(self) -> Any:
         return iter(self)
+
+
+@pytest.mark.s3
+def test_jobs_on_s3_read_in_one_process_and_say_so(s3_bucket: Any) -> None:
+    """New-user trial 3: `state read --jobs 2` on S3 forked two readers, whose S3 client is not fork-safe: exit 2,
+    "storage error: This class is not fork-safe", blamed on a log file. A remote store is read in one process, the
+    rows are the local read's, and a note says why --jobs was not followed."""
+    import json
+    import os
+
+    from tests.support.cli import run_cli
+
+    two = FIXTURES.parent / "state_rowchecksum" / "hdfs"  # real 4.3 checkpoint, 2 partitions
+    hdfs = s3_bucket.upload_tree(two, "hdfs-jobs")
+    env_opts = json.dumps(s3_bucket.storage_options)
+    done = run_cli("state", "read", hdfs, "--jobs", "2", env={**os.environ, "CKPTFIX_STORAGE_OPTIONS": env_opts})
+    assert done.returncode == 0, done.stderr
+    local = run_cli("state", "read", str(two))
+    assert sorted(done.stdout.splitlines()) == sorted(local.stdout.splitlines()) and done.stdout
+    assert "--jobs 2: reading in one process (the client of a remote store does not survive a fork)" in done.stderr

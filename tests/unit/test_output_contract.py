@@ -284,3 +284,20 @@ def test_plan_out_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     assert proc.returncode == 2
     validate(json.loads(proc.stdout), "error")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"]
+
+
+def test_out_to_a_url_says_output_is_local(tmp_path: Path) -> None:
+    """New-user trial 3: `--out s3://prod/exports/x.parquet` said "expected an existing directory to write into,
+    found no <cwd>/s3:/prod/exports"."""
+    done = cli(
+        "state",
+        "read",
+        str(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog"),
+        "--out",
+        "s3://prod/x.jsonl",
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "ckptfix: error: --out s3://prod/x.jsonl: expected a local file name, found a URL (ckptfix writes its output "
+        "locally: write it here and copy it, e.g. with `aws s3 cp`)"
+    ), done.stderr
