@@ -428,3 +428,14 @@ class Checkpoint:
             if entry is not None and entry.metadata is not None:
                 return dict(entry.metadata.conf)
         return {}
+
+    def restored_conf(self) -> dict[str, str]:
+        """The SQL confs a restart plans with (``OffsetSeqMetadata.setSessionConf``): the latest readable offset
+        file's, and for a key Spark restores that the file does not record, Spark's legacy default, which wins
+        over the session's value (:data:`ckptfix.formats.offsetlog.LEGACY_DEFAULTS`; hunt 12: a windowed
+        aggregation written before 4.3 planned with 4.3's alwaysNullableOutput=true looked like a key schema
+        change). Nothing without a readable offset file: a first start plans with the session's confs."""
+        recorded = self.recorded_conf()
+        if not recorded and not any(self.try_offset(b) is not None for b in self.offsets.files):
+            return {}
+        return {**offsetlog.LEGACY_DEFAULTS, **recorded}

@@ -49,15 +49,41 @@ class IOStats:
 DICT_OPTIONS = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs", "consistency_kwargs"})
 
 
-#: storage option names whose values are credentials: a printed command never shows them
-_SECRET_OPTION = re.compile(r"secret|token|password|passwd|credential|sas|signature|(^|_)key$|account_key", re.I)
+#: storage options whose values a printed command may show: everything else may hold a credential (a key, a token,
+#: an Azure connection string with its AccountKey) and is printed as ``***``
+SHOWN_OPTIONS = frozenset(
+    {
+        "anon",
+        "endpoint_url",
+        "region_name",
+        "use_ssl",
+        "verify",
+        "profile",
+        "project",
+        "account_name",
+        "use_listings_cache",
+        "listings_expiry_time",
+        "skip_instance_cache",
+        "requester_pays",
+        "version_aware",
+        "default_block_size",
+        "default_cache_type",
+        "default_fill_cache",
+        "max_attempts",
+        "retries",
+        "mode",
+        "signature_version",
+        "addressing_style",
+    }
+)
 
 
 def command_flags(options: Mapping[str, Any] | None) -> str:
     """The CLI flags that give ``options`` again, for the commands ckptfix prints (undo, the fix of a finding):
     ``--endpoint-url URL`` for ``client_kwargs.endpoint_url`` and ``-o key=value`` (dotted keys) for the rest,
-    except what ``$CKPTFIX_STORAGE_OPTIONS`` gives anyway. A credential's value is never printed: its flag reads
-    ``-o key=***``, to fill in (new-user trial 3: a printed undo without the endpoint went to AWS itself)."""
+    except what ``$CKPTFIX_STORAGE_OPTIONS`` gives anyway. Only the values of :data:`SHOWN_OPTIONS` are printed;
+    any other option's flag reads ``-o key=***``, to fill in: it may be a credential (new-user trial 3: a printed
+    undo without the endpoint went to AWS itself)."""
     if not options:
         return ""
     try:
@@ -81,7 +107,7 @@ def command_flags(options: Mapping[str, Any] | None) -> str:
         if key == "client_kwargs.endpoint_url" and isinstance(value, str):
             flags.insert(0, f"--endpoint-url {shlex.quote(value)}")
             continue
-        shown = "***" if _SECRET_OPTION.search(key.rsplit(".", 1)[-1]) else value
+        shown = value if key.rsplit(".", 1)[-1] in SHOWN_OPTIONS else "***"
         text = shown if isinstance(shown, str) else json.dumps(shown)
         flags.append(f"-o {shlex.quote(f'{key}={text}')}")
     return " ".join(flags)

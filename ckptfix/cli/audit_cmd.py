@@ -137,7 +137,7 @@ def _against(
     ckpt = Checkpoint.open(checkpoint, opts)
     load_function(against)  # import errors before a JVM is started
     spark = session(master, confs=confs)
-    return ckpt, describe(against, spark, ckpt.recorded_conf())
+    return ckpt, describe(against, spark, ckpt.restored_conf())
 
 
 def rules(

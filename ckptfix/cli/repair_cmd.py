@@ -343,11 +343,19 @@ def history(
     Exit 0: listed; 2: bad input."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     engine.runs_home(checkpoint, _backup(checkpoint, backup_dir, opts), opts)  # a mistyped path: not "no runs recorded"
-    runs = engine.Runs(_backup(checkpoint, backup_dir, opts))
+    backup = _backup(checkpoint, backup_dir, opts)
+    runs = engine.Runs(backup)
     items = [runs.info(r) for r in runs.run_ids()]
+    elsewhere = engine.runs_elsewhere(Location(checkpoint, opts), backup)
     if fmt is Format.json:
-        emit(jsonout.runs(items))
+        emit(jsonout.runs(items, [(i, where.url) for i, where in elsewhere]))
     else:
         text.runs(items, out())
+        for i, where in elsewhere:  # runs journaled with --backup-dir: the checkpoint points to them
+            note(
+                quiet,
+                f"run {i.run_id} ({i.status}: {i.fix}) is journaled in {where.url}: "
+                f"`ckptfix history {checkpoint} --backup-dir {where.url}`",
+            )
     if any(r.status in ("incomplete", "undo-incomplete") for r in items):
         note(quiet, "an interrupted run exists: `ckptfix apply --resume` or `ckptfix undo`")

@@ -83,8 +83,13 @@ def plan(p: Plan, unfixed: Sequence[Unfixed], applied: str | None = None, verdic
     return json.dumps(doc, indent=2)
 
 
-def runs(items: list[RunInfo]) -> str:
-    return json.dumps({"schema_version": SCHEMA_VERSION, "runs": [_plain(r) for r in items]}, indent=2)
+def runs(items: list[RunInfo], elsewhere: Sequence[tuple[RunInfo, str]] = ()) -> str:
+    """``history``: the runs of the backup location, and (``elsewhere``) the runs journaled in another one that
+    the checkpoint points to, each with its ``backup`` location."""
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "runs": [_plain(r) for r in items]}
+    if elsewhere:
+        doc["elsewhere"] = [{**_plain(r), "backup": url} for r, url in elsewhere]
+    return json.dumps(doc, indent=2)
 
 
 def error(message: str, kind: str, **extra: Any) -> str:

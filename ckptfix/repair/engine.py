@@ -64,6 +64,75 @@ def default_backup_url(checkpoint_url: str) -> str:
     return checkpoint_url.rstrip("/") + "/_ckptfix"
 
 
+#: in a checkpoint's own backup location, one small file per run journaled in another one (``--backup-dir``),
+#: naming it: ``history`` and ``undo`` of the checkpoint find those runs through it
+ELSEWHERE = "elsewhere"
+
+
+def point_home(ckpt: Location, backup: Location, run_id: str) -> None:
+    """Record in the checkpoint's own backup location that run ``run_id`` is journaled in ``backup`` (new-user
+    trial 3: after `repair --apply --backup-dir B`, `history CKPT` did not list the run and `undo CKPT` said there
+    was nothing to undo)."""
+    home = Location(default_backup_url(ckpt.url), ckpt.storage_options)
+    if _same_url(home.url, backup.url):
+        return
+    doc = {"run_id": run_id, "backup": backup.url}
+    home.write_atomic(f"{ELSEWHERE}/{run_id}.json", json.dumps(doc, separators=(",", ":")).encode())
+
+
+def unpoint_home(ckpt: Location, backup: Location, run_id: str) -> None:
+    """Once run ``run_id`` is undone, remove what :func:`point_home` wrote for it (and the directories, once empty):
+    the checkpoint holds its bytes of before the run again, ckptfix's own directory included."""
+    home = Location(default_backup_url(ckpt.url), ckpt.storage_options)
+    if _same_url(home.url, backup.url):
+        return
+    rel = f"{ELSEWHERE}/{run_id}.json"
+    if home.read_if_exists(rel) is not None:
+        home.delete(rel)
+    prefix = home.url[len(ckpt.url.rstrip("/")) + 1 :] if home.url.startswith(ckpt.url.rstrip("/") + "/") else None
+    if prefix:
+        for d in (f"{prefix}/{ELSEWHERE}", prefix):
+            ckpt.remove_empty_directory(d)
+
+
+def runs_elsewhere(ckpt: Location, backup: Location) -> list[tuple[RunInfo, Location]]:
+    """Every run on this checkpoint journaled in a backup location other than ``backup`` (that the checkpoint's
+    own location points to, :func:`point_home`), oldest first; a pointer whose run cannot be read is left out."""
+    home = Location(default_backup_url(ckpt.url), ckpt.storage_options)
+    try:
+        entries = home.list_tree(ELSEWHERE)
+    except FileNotFoundError:
+        return []
+    found: list[tuple[RunInfo, Location]] = []
+    for rel in sorted(entries):
+        try:
+            doc = json.loads(home.read(rel))
+            where = Location(str(doc["backup"]), ckpt.storage_options)
+            if _same_url(where.url, backup.url):
+                continue
+            found.append((Runs(where).info(str(doc["run_id"])), where))
+        except (ValueError, KeyError, TypeError, OSError, CkptfixError):
+            continue
+    return sorted(found, key=lambda x: x[0].run_id)
+
+
+def other_runs(ckpt: Location, backup: Location) -> list[tuple[RunInfo, Location]]:
+    """The runs on this checkpoint journaled anywhere but ``backup``: in other locations the checkpoint points to
+    and, when ``backup`` is not its own location, in that one (oldest first)."""
+    found = runs_elsewhere(ckpt, backup)
+    home = Location(default_backup_url(ckpt.url), ckpt.storage_options)
+    if not _same_url(home.url, backup.url):
+        theirs = Runs(home)
+        for run_id in theirs.run_ids():
+            try:
+                info = theirs.info(run_id)
+            except CkptfixError:
+                continue
+            if _same_url(info.checkpoint, ckpt.url):
+                found.append((info, home))
+    return sorted(found, key=lambda x: x[0].run_id)
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -659,6 +728,7 @@ def _apply(plan: Plan, ckpt: Location, backup: Location, say: Say) -> str:
     baseline = _watched(ckpt)
     runs = Runs(backup)
     run_id = runs.new_run(plan)
+    point_home(ckpt, backup, run_id)
     runs.journal(run_id, "start", checkpoint=ckpt.url, actions=len(plan.actions), **_new_dirs(ckpt, plan))
     for a in plan.actions:
         data = now[a.path]
@@ -839,7 +909,7 @@ def latest_run(runs: Runs, statuses: tuple[str, ...], *, in_order: bool = False)
 def _any_run(ckpt: Location, backup: Location, what: str) -> None:
     """Refuse before the lock is taken (which would create the backup location in the checkpoint) when no run was
     ever recorded there: a command that fails writes nothing."""
-    if not Runs(backup).run_ids():
+    if not Runs(backup).run_ids() and not (what == "to undo" and other_runs(ckpt, backup)):
         raise NoRun(f"{ckpt.url}: no ckptfix runs recorded (in {backup.url}): nothing {what}")
 
 
@@ -940,7 +1010,21 @@ def undo(
 
 def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Say, force: bool, idle_seconds: float) -> str:
     runs = Runs(backup)
-    run_id = run_id or latest_run(runs, ("complete", "incomplete", "undo-incomplete"))
+    elsewhere = [(i, where) for i, where in other_runs(ckpt, backup) if i.status != "undone"]
+    try:
+        run_id = run_id or latest_run(runs, ("complete", "incomplete", "undo-incomplete"))
+    except NoRun:
+        if not elsewhere:
+            raise
+        run_id = ""
+    newer = [(i, where) for i, where in elsewhere if i.run_id > run_id]
+    if newer:  # run ids sort by time: a newer run journaled in another location is undone first
+        i, where = newer[-1]
+        raise PlanError(
+            f"run {i.run_id} ({i.status}), journaled in {where.url}, is "
+            + (f"newer than run {run_id} and not undone" if run_id else "the newest run not undone")
+            + f": runs are undone newest first (`ckptfix undo {ckpt.url} {i.run_id} --backup-dir {where.url}`)"
+        )
     info = runs.info(run_id)
     if info.status == "undone":
         raise PlanError(f"run {run_id} is already undone")
@@ -988,6 +1072,7 @@ def _undo(ckpt: Location, backup: Location, run_id: str | None, say: Say, force:
             removed.append(d)
             say(f"removed {d}/, created by the run")
     runs.journal(run_id, "undone", **({DIRS: removed} if removed else {}))
+    unpoint_home(ckpt, backup, run_id)
     return run_id
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ckptfix.audit.queryshape import OperatorShape, QueryShape, SinkShape, SourceShape, StoreShape, WindowShape
 from ckptfix.errors import UsageError
-from ckptfix.formats.unsaferow import StructType, parse_schema
+from ckptfix.formats.unsaferow import StructField, StructType, TimestampType, parse_schema
 from ckptfix.spark import jvm
 from ckptfix.spark.usercode import AGAINST, load_writer, one_line
 
@@ -381,12 +381,20 @@ def _join_stores(node: Any) -> tuple[StoreShape, ...]:
 
 
 def _stores(node: Any, cls: str) -> tuple[tuple[StoreShape, ...], str]:
-    if cls in ("StateStoreSaveExec", "SessionWindowStateStoreSaveExec"):
+    if cls == "SessionWindowStateStoreSaveExec":
+        # its state manager is a private val; StreamingSessionWindowStateManagerImplV1 (Spark 3.5-4.3) keys by the
+        # grouping keys + sessionStartTime (timestamp NOT NULL) and stores the input rows (hunt 12: the call to
+        # stateManager() failed, so the operator went unchecked with a transformWithState text)
+        keys = jvm.seq(node.keyWithoutSessionExpressions())
+        key = _attrs_schema(keys)
+        key = StructType((*key.fields, StructField("sessionStartTime", TimestampType(), False)))
+        value = _attrs_schema(jvm.seq(node.child().output()))
+        names = [*(a.name() for a in keys), node.sessionExpression().name()]
+        return (StoreShape("default", key, value),), "grouping keys " + ", ".join(names)
+    if cls == "StateStoreSaveExec":
         keys = jvm.seq(node.keyExpressions())
         key = _attrs_schema(keys)
         value = _schema(node.stateManager().getStateValueSchema())
-        if cls == "SessionWindowStateStoreSaveExec":
-            key = _schema(node.stateManager().getStateKeySchema())
         return (StoreShape("default", key, value),), "grouping keys " + ", ".join(a.name() for a in keys)
     if cls.startswith("StreamingDeduplicate"):
         keys = jvm.seq(node.keyExpressions())

@@ -68,3 +68,17 @@ def test_without_pyspark_says_which_extra(ckpt: Path, monkeypatch: pytest.Monkey
     assert "pip install -e '" in line and line.endswith("[spark]'")
     assert doc["error"]["kind"] == "MissingExtra"
     assert snapshot(ckpt) == before
+
+
+def test_the_against_query_is_planned_with_the_confs_a_restart_plans_with(ckpt: Path) -> None:
+    """Hunt 12, F1: a restart plans with the offset log's confs and, for a key Spark restores that the log lacks,
+    Spark's legacy default (it wins over the session's). The 4.2.1 checkpoint records no
+    statefulOperator.alwaysNullableOutput.enabled (4.3's): it plans with false, as Spark 4.3 restarts it."""
+    from ckptfix.checkpoint import Checkpoint
+
+    opened = Checkpoint.open(str(ckpt))
+    recorded, restored = opened.recorded_conf(), opened.restored_conf()
+    key = "spark.sql.streaming.statefulOperator.alwaysNullableOutput.enabled"
+    assert key not in recorded and restored[key] == "false"
+    assert {k: restored[k] for k in recorded} == recorded  # what the log records wins
+    assert Checkpoint.open(str(ckpt)).restored_conf() == restored

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,10 @@ def _operator(d: dict) -> OperatorShape:  # type: ignore[type-arg]
     return OperatorShape(d["operator_id"], d["name"], d["node"], (StoreShape("default"),), window=window)
 
 
-def test_spark35_windows_are_read_from_its_plan(py35: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def written35(py35: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The tumbling base written by Spark 3.5.9, and the shapes its planner gives (one 3.5 process per module)."""
+    tmp_path = tmp_path_factory.mktemp("windows35")
     write_files(tmp_path / "input", BASE_FILES)
     env = {
         **os.environ,
@@ -57,7 +61,12 @@ def test_spark35_windows_are_read_from_its_plan(py35: Path, tmp_path: Path) -> N
     )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("SHAPES ")), None)
     assert line is not None, proc.stderr[-3000:]
-    got = json.loads(line[len("SHAPES ") :])
+    got: dict[str, Any] = json.loads(line[len("SHAPES ") :])
+    return tmp_path, got
+
+
+def test_spark35_windows_are_read_from_its_plan(written35: tuple[Path, dict[str, Any]]) -> None:
+    tmp_path, got = written35
     assert got["version"].startswith("3.5") and got["error"] == "None"
     windows = {fn: [op["window"] for op in ops] for fn, ops in got["shapes"].items()}
     # window(ts, D, slide, startTime) as the query modules write them, in microseconds; the key is (window, k)
@@ -79,3 +88,26 @@ def test_spark35_windows_are_read_from_its_plan(py35: Path, tmp_path: Path) -> N
         report = audit(str(tmp_path / "ckpt"), "3.5", query=shape)
         found = [f for f in report.findings if f.rule_id == "QUERY-WINDOW"]
         assert [needle in f.message for f in found] == ([] if needle is None else [True]), (fn, found)
+
+
+@pytest.mark.parametrize("target", ["3.5", "4.3"])
+def test_the_unchanged_window_query_planned_by_43_restarts_a_35_checkpoint(
+    spark: Any, written35: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """Hunt 12, F1: `audit --against` with the unchanged windowed aggregation on a checkpoint written by 3.5-4.2
+    said "will fail with STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" (on 3.5, 4.0, 4.2 and 4.3 alike), where Spark
+    restarted with the right rows. The --against query was planned with the confs the offset log records only, so
+    PySpark 4.3's alwaysNullableOutput=true made the window struct nullable; a restart plans with Spark's legacy
+    default for the keys the log lacks (false here), and so does the audit now."""
+    from typer.testing import CliRunner
+
+    from ckptfix.cli.main import app
+
+    root, _ = written35
+    monkeypatch.setenv("CKPTFIX_AQ_INPUT", str(root / "input"))
+    monkeypatch.setenv("CKPTFIX_AQ_OUTPUT", str(root / "out"))
+    args = ["audit", str(root / "ckpt"), "--target-spark", target, "-f", "json", "-q"]
+    res = CliRunner().invoke(app, [*args, "--against", "tests.audit_query.queries.windows:tumbling"])
+    doc = json.loads(res.stdout)
+    assert doc["verdict"]["restarts"] is True, doc["verdict"]
+    assert [f["rule_id"] for f in doc["findings"] if f["rule_id"].startswith("QUERY-")] == []

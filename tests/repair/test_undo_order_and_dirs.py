@@ -209,3 +209,45 @@ def test_undo_refuses_after_the_logs_went_back(ckpt: Path) -> None:
     assert "offsets/7: expected the newest offsets entry to be the one run " in line and "left (8), found 7" in line
     assert "the log went back after the run" in line and "nothing was undone" in line, line
     assert tree(ckpt) == before
+
+
+def test_runs_journaled_elsewhere_are_found_from_the_checkpoint(ckpt: Path, tmp_path: Path) -> None:
+    """New-user trial 3: after `rollback --apply --backup-dir B`, `history CKPT` did not list the run and `undo CKPT`
+    said there was nothing to undo. The checkpoint's own backup location now points to B: history names the run
+    and how to see it, undo refuses naming the command that undoes it, and that command restores every byte."""
+    before = tree(ckpt)
+    other = tmp_path / "elsewhere"
+    done = _cli("rollback", str(ckpt), "--to-batch", "9", "--apply", "--idle-seconds", "0", "--backup-dir", str(other))
+    assert done.returncode == 0, done.stderr
+    (run_id,) = [p.name for p in (other / "runs").iterdir()]
+    listed = _cli("history", str(ckpt))
+    assert listed.returncode == 0
+    assert f"run {run_id} (complete: rollback to batch 9) is journaled in {other}" in listed.stderr, listed.stderr
+    doc = json.loads(_cli("history", str(ckpt), "-f", "json").stdout)
+    assert doc["runs"] == [] and [(r["run_id"], r["backup"]) for r in doc["elsewhere"]] == [(run_id, str(other))]
+    refused = _cli("undo", str(ckpt), "--idle-seconds", "0")
+    assert refused.returncode == 2
+    hint = f"`ckptfix undo {ckpt} {run_id} --backup-dir {other}`"
+    assert f"run {run_id} (complete), journaled in {other}, is the newest run not undone" in refused.stderr
+    assert hint in refused.stderr, refused.stderr
+    undone = _cli(*hint.strip("`").split()[1:], "--idle-seconds", "0")
+    assert undone.returncode == 0, undone.stderr
+    assert {p: h for p, h in tree(ckpt).items() if not p.startswith("_ckptfix/")} == before
+
+
+def test_a_newer_run_journaled_elsewhere_is_undone_first(ckpt: Path, tmp_path: Path) -> None:
+    """A run in the checkpoint's own location, then a newer one with --backup-dir: undoing the older first would
+    leave files of both; it is refused, naming the newer one."""
+    first = _cli("rollback", str(ckpt), "--to-batch", "10", "--apply", "--idle-seconds", "0")
+    assert first.returncode == 0, first.stderr
+    other = tmp_path / "b"
+    second = _cli(
+        "rollback", str(ckpt), "--to-batch", "9", "--apply", "--idle-seconds", "0", "--backup-dir", str(other)
+    )
+    assert second.returncode == 0, second.stderr
+    (newer,) = [p.name for p in (other / "runs").iterdir()]
+    refused = _cli("undo", str(ckpt), "--idle-seconds", "0")
+    assert (
+        refused.returncode == 2
+        and f"run {newer} (complete), journaled in {other}, is newer than run " in refused.stderr
+    )
