@@ -191,6 +191,7 @@ def committed_range(ctx: AuditContext) -> V.VersionRange | None:
     return None
 
 
+DEDUP_KEY_ORDER = "spark.sql.dropDuplicates.deterministicKeyOrder.enabled"
 #: what an older release loses when it ignores a key set to a non-legacy value
 _LOST = {
     "spark.sql.dropDuplicates.deterministicKeyOrder.enabled": "dropDuplicates on several columns may bind its state "
@@ -411,12 +412,26 @@ def downgrade(ctx: AuditContext, info: V.WriterInfo) -> Iterator[Finding]:
         return
     ignored = sorted(k for k, added in V.CONF_ADDED.items() if V.rank(added) > V.rank(t.label) and k in conf)
     harmless = [k for k in ignored if conf[k].lower() == V.LEGACY_DEFAULTS.get(k, "").lower()]
-    others = [k for k in ignored if k not in harmless]
+    names = ctx.operator_names
+    # the dropDuplicates key order matters only where a dropDuplicates operator keeps state (hunt 12: every 4.3
+    # checkpoint downgraded warned of it, aggregations and joins too); 3.5's files may not name their operators
+    unused = (
+        [DEDUP_KEY_ORDER]
+        if DEDUP_KEY_ORDER in ignored
+        and DEDUP_KEY_ORDER not in harmless
+        and (not names or all(n is not None and not n.startswith("dedupe") for n in names.values()))
+        else []
+    )
+    others = [k for k in ignored if k not in harmless and k not in unused]
     parts = [f"{info.text}; target Spark {t.label} is older"]
     if harmless:
         parts.append(
             f"it ignores {len(harmless)} conf keys it does not know, harmless at their legacy values: "
             + ", ".join(harmless)
+        )
+    if unused:
+        parts.append(
+            f"it ignores {DEDUP_KEY_ORDER}={conf[DEDUP_KEY_ORDER]}: no dropDuplicates operator keeps state here"
         )
     if others:
         parts.append(

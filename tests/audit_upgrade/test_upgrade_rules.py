@@ -223,3 +223,15 @@ def test_join_prediction_matches_the_recorded_restart(version: str, tmp_path: Pa
 
 # The damage catalogue at each recorded version's own label: no UPGRADE-* finding. Checked in
 # tests/audit/test_restart_prediction.py::test_recorded_outcome_matches_audit, on the report it makes anyway.
+
+
+@pytest.mark.parametrize(("scenario", "warned"), [("agg_hdfs", False), ("dedup_agg", True)])
+def test_the_dedup_key_order_is_lost_only_where_a_dedup_keeps_state(
+    tmp_path: Path, scenario: str, warned: bool
+) -> None:
+    """Hunt 12: every checkpoint last written by 4.3.0, downgraded, warned that dropDuplicates may bind its key
+    columns in another order, aggregations and joins too. Only a checkpoint with a dropDuplicates operator says so."""
+    report = audit(str(recorded("4.3.0", scenario, tmp_path)), "4.2")
+    (f,) = upgrade_findings(report.findings)
+    assert f.rule_id == "UPGRADE-DOWNGRADE" and ("SPARK-57489" in f.message) is warned, f.message
+    assert ("no dropDuplicates operator keeps state here" in f.message) is not warned
