@@ -902,7 +902,9 @@ def _shuffle_edit(ctx: AuditContext) -> ShuffleEdit | None:
             return None
         if edited > state and any(p in op.partitions for p in range(state, edited)):
             return None
-        if edited < state and all(_left_by_repartition(ctx, op, p) for p in range(edited, state)):
+        # a directory missing there is not one the latest batch wrote (nor a repartition): it counts as left
+        beyond = range(edited, state)
+        if edited < state and all(p not in op.partitions or _left_by_repartition(ctx, op, p) for p in beyond):
             return None
     return ShuffleEdit(L, state, edited)
 
@@ -929,7 +931,7 @@ def shuffle_partitions_edited(ctx: AuditContext) -> Iterator[Finding]:
         yield SHUFFLE_EDITED.finding(
             f"{head}; partition{'s' if edit.edited - edit.state > 1 else ''} "
             + (f"{edit.state}..{edit.edited - 1} have" if edit.edited - edit.state > 1 else f"{edit.state} has")
-            + " no state and the first batch fails loading it",
+            + f" no state and the first batch fails loading {'them' if edit.edited - edit.state > 1 else 'it'}",
             evidence,
             spark_error=err,
             stage=66,
