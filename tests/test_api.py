@@ -63,7 +63,8 @@ def test_a_plan_repr_is_one_line_without_storage_options(tmp_path: Path) -> None
     """The dataclass repr held every byte the plan would write, and the storage options (secrets on S3)."""
     plan = ckptfix.plan_repair(str(SAMPLE), storage_options={"key": "SECRET"})
     assert repr(plan) == f"<RepairPlan {str(SAMPLE)!r} fix=LOG-ASYNC-GAP 1 write unfixed=0>"
-    # the plans that subclass StatePlan kept the dataclass repr (storage options included) until it was said twice
+    # the plans that subclass StatePlan had the dataclass repr (storage options included): @dataclass writes a new
+    # __repr__ in each subclass unless told repr=False
     sample = str(ROOT / "samples" / "rocksdb-changelog")
     for made in (
         ckptfix.plan_rollback(sample, 10, storage_options={"key": "SECRET"}, idle_seconds=0),
