@@ -18,7 +18,6 @@ from ckptfix.cli.main import app
 pytestmark = pytest.mark.spark  # plans the query with the live session
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state35" / "session_hdfs.tar.gz"
-RECORDED_INPUT = "file:///tmp/ckptfix-state35-gen/session_hdfs/input"  # where tests/fixtures/state35/generate.py ran
 
 
 @pytest.mark.parametrize("fn", ["session", "longer_gap"])
@@ -30,11 +29,14 @@ def test_a_session_window_is_compared_not_unchecked(
     (tmp_path / "input").mkdir(exist_ok=True)
     # the file source's log names the input where the fixture was written: moved here, as `migrate relocate
     # --input-from/--input-to` moves it (the query reads tmp_path/input)
-    for entry in (tmp_path / "ckpt" / "sources" / "0").iterdir():
+    log = tmp_path / "ckpt" / "sources" / "0"
+    first = json.loads((log / "0").read_text().splitlines()[1])["path"]  # an input file, where the fixture was made
+    recorded = first.rsplit("/", 1)[0]
+    for entry in log.iterdir():
         if entry.name.startswith("."):
             entry.unlink()  # Hadoop sidecars of the rewritten entries
         else:
-            entry.write_text(entry.read_text().replace(RECORDED_INPUT, f"file://{tmp_path}/input"))
+            entry.write_text(entry.read_text().replace(recorded, f"file://{tmp_path}/input"))
     monkeypatch.setenv("CKPTFIX_AQ_INPUT", str(tmp_path / "input"))
     args = ["audit", str(tmp_path / "ckpt"), "--target-spark", "3.5", "-f", "json", "-q"]
     res = CliRunner().invoke(app, [*args, "--against", f"tests.audit_query.queries.sessions:{fn}"])
