@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         read_changes,
         read_state,
         resume,
+        scan,
         undo,
     )
     from ckptfix.errors import CkptfixError
@@ -67,6 +68,7 @@ __all__ = [
     "read_changes",
     "read_state",
     "resume",
+    "scan",
     "undo",
 ]
 

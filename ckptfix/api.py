@@ -26,7 +26,7 @@ import inspect
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
@@ -40,6 +40,7 @@ from ckptfix.storage import Location
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
+    from ckptfix.audit.scan import ScanReport
     from ckptfix.repair.engine import RunInfo
 
 
@@ -254,6 +255,33 @@ def audit(
         sink_path=_fspath(sink_path),
         stateful=stateful,
         checkpoint=ckpt,
+        session_conf=check_session_conf(session_conf or {}),
+        progress=progress,
+    )
+
+
+@_python_names
+def scan(
+    locations: PathLike | Sequence[PathLike],
+    target_spark: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    deep: bool = False,
+    session_conf: Mapping[str, str] | None = None,
+    progress: ProgressLike = None,
+) -> ScanReport:
+    """Every checkpoint at or below ``locations`` (one or several), audited as :func:`audit` does:
+    ``.checkpoints`` holds per checkpoint its ``url``, ``.status`` ("restarts", "fails", "unknown", "unreadable"),
+    ``.report`` (a :class:`Report`) or ``.error`` (why it could not be audited); ``.fails(fail_on, ignore)`` is
+    what ``ckptfix scan --fail-on ... --ignore ...`` exits 1 for. A location that holds no checkpoint raises."""
+    from ckptfix.audit.scan import scan as run_scan
+
+    roots = [os.fspath(locations)] if isinstance(locations, (str, os.PathLike)) else [os.fspath(p) for p in locations]
+    return run_scan(
+        roots,
+        target_spark,
+        storage_options=storage_options,
+        deep=deep,
         session_conf=check_session_conf(session_conf or {}),
         progress=progress,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ckptfix import layout
-from ckptfix.errors import FormatError, NotACheckpoint
+from ckptfix.errors import CkptfixError, FormatError, NotACheckpoint
 from ckptfix.formats import commitlog, compactlog, offsetlog
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.storage import Entry, Location
@@ -292,11 +292,45 @@ class Checkpoint:
         location = Location(url, storage_options)
         entries = location.list_tree()
         top = {p.split("/", 1)[0] for p in entries}
-        marks = {layout.METADATA, layout.OFFSETS, layout.COMMITS, layout.STATE, layout.SOURCES}
+        marks = set(layout.CHECKPOINT_MARKS)
         if not top & marks:
             found = "an empty directory" if not top else "entries " + ", ".join(sorted(top)[:5])
             raise NotACheckpoint(location.url, found + _did_you_mean(location, entries, marks))
         return cls(location, entries)
+
+    @classmethod
+    def find(
+        cls, url: str, storage_options: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, Checkpoint | CkptfixError | OSError]]:
+        """Every checkpoint at or below ``url`` (:func:`ckptfix.layout.looks_like_checkpoint`; nothing below a
+        checkpoint is searched), in path order: ``(url, checkpoint)``, opened as :meth:`open` would open it, or
+        ``(url, error)`` when that fails. One listing of the prefix finds them; a remote checkpoint is opened from
+        that listing, a local one is walked again on its own (a symbolic link is judged against the checkpoint it
+        is in, as :meth:`open` does)."""
+        location = Location(url, storage_options)
+        entries = location.list_tree()
+        children: dict[str, set[str]] = {}
+        for path in entries:
+            parent, _, name = path.rpartition("/")
+            children.setdefault(parent, set()).add(name)
+        found: list[str] = []
+        for rel in sorted(children, key=lambda r: (r.count("/") if r else -1, r)):
+            inside = any(f == "" or rel == f or rel.startswith(f + "/") for f in found)
+            if not inside and layout.looks_like_checkpoint(children[rel]):
+                found.append(rel)
+        out: list[tuple[str, Checkpoint | CkptfixError | OSError]] = []
+        for rel in sorted(found):
+            sub = location.url.rstrip("/") + "/" + rel if rel else location.url
+            if location.is_local:
+                try:
+                    out.append((sub, cls.open(sub, storage_options)))
+                except (CkptfixError, OSError) as exc:
+                    out.append((sub, exc))
+                continue
+            prefix = rel + "/" if rel else ""
+            mine = {p[len(prefix) :]: e for p, e in entries.items() if p.startswith(prefix) and p != rel}
+            out.append((sub, cls(Location(sub, storage_options), mine)))
+        return out
 
     def fresh(self) -> Checkpoint:
         """This handle, listed again first when ckptfix changed the checkpoint since it was listed (a plan applied

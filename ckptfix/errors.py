@@ -224,3 +224,14 @@ class ForeignCheckpoint(CkptfixError):
 
 class Interrupted(CkptfixError):
     """The run stopped between steps (test hook or Ctrl-C); ``--resume`` continues it."""
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as the one line ckptfix prints for it. An OSError names the file first (``x.json: No such file or
+    directory``), not Python's ``[Errno 2] No such file or directory: 'x.json'``; others (a store's own message, a
+    :class:`CkptfixError`) as they are."""
+    name = getattr(exc, "filename", None)
+    if isinstance(exc, OSError) and name is not None and exc.strerror:
+        other = getattr(exc, "filename2", None)
+        return f"{name}{' -> ' + str(other) if other else ''}: {exc.strerror}"
+    return str(exc) or type(exc).__name__

@@ -26,6 +26,20 @@ JOIN_STORES = ("left-keyToNumValues", "left-keyWithIndexToValue", "right-keyToNu
 #: families live inside it)
 SPARK_STORES = frozenset({"default", *JOIN_STORES})
 
+#: the top-level names of a checkpoint (``Checkpoint.open`` takes a directory holding one of them as a checkpoint)
+CHECKPOINT_MARKS = frozenset({METADATA, OFFSETS, COMMITS, STATE, SOURCES})
+
+
+def looks_like_checkpoint(names: set[str]) -> bool:
+    """Whether a directory with these entries is a checkpoint, when looking for checkpoints below a prefix (``ckptfix
+    scan``): two of :data:`CHECKPOINT_MARKS`, or only marks (a query that stopped before its first batch keeps just
+    ``metadata``), leaving out Hadoop ``.crc`` sidecars and ckptfix's own ``_ckptfix``. One mark among other
+    names (a table's ``state`` column partition) is not enough."""
+    names = {n for n in names if hadoop_crc_target(n) is None and n != "_ckptfix"}
+    marks = names & CHECKPOINT_MARKS
+    return len(marks) >= 2 or (bool(marks) and marks == names)
+
+
 _LONG = re.compile(r"^[+-]?[0-9]+$")
 _INT64_MAX = 2**63 - 1
 _STATE_FILE = re.compile(

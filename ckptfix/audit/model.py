@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,8 +132,16 @@ class Report:
             f"findings=[{counts or 'none'}]>"
         )
 
-    def fails(self, fail_on: str) -> bool:
-        """Findings at or above ``fail_on``; an unknown verdict is never a pass."""
-        if self.verdict.restarts is None:
+    def fails(self, fail_on: str, ignore: Iterable[str] = ()) -> bool:
+        """Findings at or above ``fail_on``; an unknown verdict is never a pass. Findings of the rules in ``ignore``
+        (``--ignore``: accepted by the user) do not count, nor an unknown verdict that only they leave open."""
+        ignored = {i.upper() for i in ignore}
+        kept = [f for f in self.findings if f.rule_id not in ignored]
+        if self.verdict.restarts is None and (not ignored or any(f.undecided for f in kept)):
             return True
-        return any(severity_rank(f.severity) >= severity_rank(fail_on) for f in self.findings)
+        return any(severity_rank(f.severity) >= severity_rank(fail_on) for f in kept)
+
+    def ignored(self, ignore: Iterable[str]) -> list[Finding]:
+        """The findings of the rules in ``ignore``."""
+        ignored = {i.upper() for i in ignore}
+        return [f for f in self.findings if f.rule_id in ignored]

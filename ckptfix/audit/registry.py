@@ -66,3 +66,17 @@ def define(rule_id: str, severity: str, title: str, docs: str, fix: str) -> Rule
 def check(fn: Check) -> Check:
     CHECKS.append(fn)
     return fn
+
+
+def lookup(ids: Iterable[str], option: str | None = None) -> list[Rule]:
+    """The rules with these ids (any case, each once, in the order given); an unknown id is a usage error that
+    names rules starting the same way. The rule modules must be loaded (:mod:`ckptfix.audit.engine`)."""
+    from ckptfix.errors import UsageError
+
+    wanted = [i.upper() for i in ids]
+    unknown = [i for i in wanted if i not in RULES]
+    if unknown:
+        near = sorted({r for u in unknown for r in RULES if u.split("-")[0] == r.split("-")[0]})[:6]
+        hint = f"; rules starting the same way: {', '.join(near)}" if near else "; `ckptfix rules` lists them"
+        raise UsageError(f"no audit rule {', '.join(unknown)}{f' ({option})' if option else ''}{hint}")
+    return [RULES[i] for i in dict.fromkeys(wanted)]

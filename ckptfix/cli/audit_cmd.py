@@ -6,7 +6,7 @@ from typing import Any
 import typer
 
 from ckptfix.audit import audit as run_audit
-from ckptfix.audit.registry import RULES
+from ckptfix.audit.registry import RULES, lookup
 from ckptfix.cli.common import (
     EndpointOption,
     Format,
@@ -25,8 +25,14 @@ from ckptfix.cli.common import (
     out,
     storage_options,
 )
-from ckptfix.errors import UsageError
 from ckptfix.render import jsonout, text
+
+IgnoreOption: Any = typer.Option(
+    [],
+    "--ignore",
+    metavar="RULE",
+    help="A rule whose findings do not count for --fail-on (repeat): still shown, and never change the verdict.",
+)
 
 
 class FailOn(str, Enum):
@@ -56,6 +62,7 @@ def audit(
         "where the offset log records no value (e.g. spark.sql.shuffle.partitions of old checkpoints), and "
         "--against plans with it.",
     ),
+    ignore: list[str] = IgnoreOption,
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
@@ -70,6 +77,7 @@ def audit(
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     session_conf = conf_pairs(conf)
+    ignore = [r.id for r in lookup(ignore, "--ignore")]
     with RichProgress(not quiet) as observer:
         ckpt, query = _against(checkpoint, opts, against, master, session_conf)
         report = run_audit(
@@ -93,13 +101,15 @@ def audit(
             "stateful_operators": [f"{o.operator_id}:{o.name}" for o in query.operators],
         }
     if fmt is Format.json:
-        emit(jsonout.report(report))
+        emit(jsonout.report(report, ignore))
     else:
         text.report(report, out())
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
+    ignored = report.ignored(ignore)
     note(
         quiet,
         f"{_plural(counts['error'], 'error')}, {_plural(counts['warning'], 'warning')}, {counts['info']} info"
+        + (f" ({len(ignored)} ignored: {', '.join(dict.fromkeys(f.rule_id for f in ignored))})" if ignored else "")
         + (
             f", {_plural(len(report.skipped), 'check')} skipped"
             + (" (see above)" if fmt is not Format.json else ' (see "skipped")')
@@ -109,7 +119,53 @@ def audit(
         + f"; read {report.stats.files_read} of the {report.stats.entries_listed} files and directories listed"
         + ("" if deep else " (what a restart reads; --deep reads every file)"),
     )
-    if fail_on is not FailOn.never and report.fails(fail_on.value):
+    if fail_on is not FailOn.never and report.fails(fail_on.value, ignore):
+        raise typer.Exit(1)
+
+
+def scan(
+    roots: list[str] = typer.Argument(
+        ..., metavar="LOCATION...", help="Where to look: paths or URLs (s3://bucket/prefix ...), searched below."
+    ),
+    target_spark: str = TargetSparkOption,
+    deep: bool = typer.Option(False, "--deep", help="Read every log and state file of each checkpoint."),
+    fail_on: FailOn = typer.Option(
+        FailOn.error, "--fail-on", help="Exit 1 when a finding of any checkpoint reaches this severity."
+    ),
+    conf: list[str] = conf_option(
+        "A conf of the Spark session that will restart the queries (repeat), as for `ckptfix audit --conf`."
+    ),
+    ignore: list[str] = IgnoreOption,
+    fmt: Format = FormatOption,
+    storage_option: list[str] = StorageOption,
+    endpoint_url: str | None = EndpointOption,
+    quiet: bool = QuietOption,
+) -> None:
+    """Audit every checkpoint at or below each LOCATION: one line each, whether Spark restarts it and why not.
+
+    A directory is taken as a checkpoint when it holds two of metadata, offsets/, commits/, sources/, state/ (or
+    only those); nothing below a checkpoint is searched. Nothing is written. `ckptfix audit CHECKPOINT` shows one
+    in full; --format json gives each one's full audit report.
+
+    Exit 0: every checkpoint audited, none with a finding at or above --fail-on; 1: one has (or cannot be audited,
+    or its verdict cannot be decided); 2: a LOCATION cannot be listed or holds no checkpoint; 3: a bug.
+    """
+    from ckptfix.audit.scan import scan as run_scan
+
+    opts = storage_options(fmt, storage_option, endpoint_url)
+    session_conf = conf_pairs(conf)
+    ignore = [r.id for r in lookup(ignore, "--ignore")]
+    with RichProgress(not quiet) as observer:
+        result = run_scan(
+            roots, target_spark, storage_options=opts, deep=deep, session_conf=session_conf, progress=observer
+        )
+    if fmt is Format.json:
+        emit(jsonout.scan(result, ignore))
+    else:
+        from ckptfix.storage import command_flags
+
+        text.scan(result, out(), ignore, command_flags(opts))
+    if fail_on is not FailOn.never and result.fails(fail_on.value, ignore):
         raise typer.Exit(1)
 
 
@@ -148,15 +204,7 @@ def rules(
     """List every audit rule (or the ones named): id, default severity, title, what it means and the fix.
 
     Exit 0: listed; 2: an unknown rule id."""
-    chosen = list(RULES.values())
-    if ids:
-        wanted = [i.upper() for i in ids]
-        unknown = [i for i in wanted if i not in RULES]
-        if unknown:
-            near = sorted({r for u in unknown for r in RULES if u.split("-")[0] == r.split("-")[0]})[:6]
-            hint = f"; rules starting the same way: {', '.join(near)}" if near else "; `ckptfix rules` lists them"
-            raise UsageError(f"no audit rule {', '.join(unknown)}{hint}")
-        chosen = [RULES[i] for i in dict.fromkeys(wanted)]
+    chosen = lookup(ids) if ids else list(RULES.values())
     if fmt is Format.json:
         emit(jsonout.rules(chosen))
         return

@@ -17,7 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from ckptfix.audit.targets import NEWEST, SUPPORTED
-from ckptfix.errors import CkptfixError, UsageError
+from ckptfix.errors import CkptfixError, UsageError, error_line
 from ckptfix.render import jsonout
 from ckptfix.storage import parse_storage_options
 
@@ -326,16 +326,6 @@ def json_requested(argv: list[str]) -> bool:
     return False
 
 
-def os_error_text(exc: OSError) -> str:
-    """An OSError as one line that names the file first (``x.json: No such file or directory``), not Python's
-    ``[Errno 2] No such file or directory: 'x.json'``; other errors (a store's own message) as they are."""
-    name = getattr(exc, "filename", None)
-    if name is not None and exc.strerror:
-        other = getattr(exc, "filename2", None)
-        return f"{name}{' -> ' + str(other) if other else ''}: {exc.strerror}"
-    return str(exc) or type(exc).__name__
-
-
 def _bare_flags(command: Any, ctx: Any) -> None:
     """An on/off flag takes no value: --help shows no type for it (typer >= 0.20 would show ``<bool>``); an
     argument is named in capitals in the usage line (``CHECKPOINT``, not typer's ``{checkpoint}``)."""
@@ -382,7 +372,7 @@ class GuardedGroup(TyperGroup):
             stdout_gone()
             raise typer.Exit(0) from None
         except OSError as exc:  # storage: FileNotFoundError, PermissionError, unreachable store
-            fail(fmt, os_error_text(exc), type(exc).__name__)
+            fail(fmt, error_line(exc), type(exc).__name__)
         except KeyboardInterrupt:
             fail(fmt, "interrupted", "Interrupted")
 

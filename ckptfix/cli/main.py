@@ -19,6 +19,7 @@ from ckptfix.render import jsonout
 _HOMES = {
     "inspect": "inspect_cmd:inspect",
     "audit": "audit_cmd:audit",
+    "scan": "audit_cmd:scan",
     "rules": "audit_cmd:rules",
     "repair": "repair_cmd:repair",
     "apply": "repair_cmd:apply",
@@ -55,6 +56,7 @@ def _register(app: typer.Typer, name: str) -> None:
 COMMANDS = (
     "inspect",
     "audit",
+    "scan",
     "rules",
     "repair",
     "apply",

@@ -33,14 +33,13 @@ from ckptfix.cli.common import (
     err,
     fail,
     note,
-    os_error_text,
     out,
     schema_options,
     stdout_gone,
     storage_options,
     write_local,
 )
-from ckptfix.errors import CkptfixError, FormatError, UsageError
+from ckptfix.errors import CkptfixError, FormatError, UsageError, error_line
 from ckptfix.render import jsonout, text
 from ckptfix.storage import parse_storage_options
 
@@ -120,7 +119,7 @@ def _guard_rows(fmt: DataFormat, fn: Callable[[], T], hint: Callable[[CkptfixErr
         then = hint(exc) if hint is not None else None
         _fail_rows(fmt, f"{exc}; {then}" if then else str(exc), type(exc).__name__)
     except OSError as exc:
-        _fail_rows(fmt, os_error_text(exc), type(exc).__name__)
+        _fail_rows(fmt, error_line(exc), type(exc).__name__)
     except KeyboardInterrupt:
         _fail_rows(fmt, "interrupted", "Interrupted")
 

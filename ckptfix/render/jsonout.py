@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # annotations only: a command's JSON error line must not load the audit and repair engines
     from ckptfix.audit.model import Report
     from ckptfix.audit.registry import Rule
+    from ckptfix.audit.scan import Scanned, ScanReport
     from ckptfix.inspect import Inspection
     from ckptfix.repair.engine import RunInfo
     from ckptfix.repair.plan import Plan, Unfixed
@@ -43,10 +44,16 @@ def stats(s: IOStats | None) -> dict[str, Any] | None:
     }
 
 
-def report(r: Report) -> str:
+def report(r: Report, ignore: Sequence[str] = ()) -> str:
+    return json.dumps({"schema_version": SCHEMA_VERSION, **_report_doc(r, ignore)}, indent=2)
+
+
+def _report_doc(r: Report, ignore: Sequence[str]) -> dict[str, Any]:
+    from ckptfix import __version__
+
     v = r.verdict
-    doc = {
-        "schema_version": SCHEMA_VERSION,
+    return {
+        "ckptfix_version": __version__,
         "checkpoint": r.checkpoint,
         "target_spark": r.target,
         "verdict": {
@@ -62,6 +69,33 @@ def report(r: Report) -> str:
         "skipped": [_plain(s) for s in r.skipped],
         "facts": r.facts,
         "stats": stats(r.stats),
+        "ignored_rules": sorted({i.upper() for i in ignore}),
+    }
+
+
+def scan(s: ScanReport, ignore: Sequence[str] = ()) -> str:
+    from ckptfix import __version__
+
+    def one(c: Scanned) -> dict[str, Any]:
+        r = c.report
+        return {
+            "checkpoint": c.url,
+            "status": c.status,
+            "restarts": None if r is None else r.verdict.restarts,
+            "headline": c.error if r is None else r.verdict.headline,
+            "blocking_rule": None if r is None else r.verdict.blocking_rule,
+            "error": None if c.error is None else {"message": c.error, "kind": c.error_kind},
+            "report": None if r is None else _report_doc(r, ignore),
+        }
+
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "ckptfix_version": __version__,
+        "roots": list(s.roots),
+        "target_spark": s.target,
+        "counts": s.counts(),
+        "ignored_rules": sorted({i.upper() for i in ignore}),
+        "checkpoints": [one(c) for c in s.checkpoints],
     }
     return json.dumps(doc, indent=2)
 

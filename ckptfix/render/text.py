@@ -13,6 +13,7 @@ from ckptfix.render.jsonout import compact
 
 if TYPE_CHECKING:  # annotations only: rendering rows must not load the checkpoint model and the repair engine
     from ckptfix.audit.model import Report
+    from ckptfix.audit.scan import ScanReport
     from ckptfix.inspect import Inspection
     from ckptfix.offsets_export import OffsetsExport
     from ckptfix.repair.engine import RunInfo
@@ -80,6 +81,52 @@ def report(r: Report, console: Console) -> None:
             console.print(f"  fix: {f.fix}", highlight=False, soft_wrap=True)
     for s in r.skipped:
         console.print(f"skipped {s.rule_id}: {s.reason}", highlight=False)
+
+
+_SCAN_HEAD = {"fails": ("FAILS", "bold red"), "unknown": ("UNKNOWN", "bold yellow"), "restarts": ("OK", "bold green")}
+
+
+def scan(s: ScanReport, console: Console, ignore: Sequence[str] = (), flags: str = "") -> None:
+    """One line per checkpoint: what Spark does on restart, the blocking rule, the findings by severity (those of
+    the rules in ``ignore`` counted apart); ``flags``: the storage options for the printed command."""
+    ignore = [i.upper() for i in ignore]
+    counts = s.counts()
+    parts = [f"{counts['fails']} will fail", f"{counts['unknown']} cannot tell", f"{counts['restarts']} will restart"]
+    if counts["unreadable"]:
+        parts.append(f"{counts['unreadable']} could not be audited")
+    n = len(s.checkpoints)
+    console.print(
+        f"Spark {s.target}: {n} checkpoint{'' if n == 1 else 's'} under {', '.join(s.roots)}: {', '.join(parts)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for c in s.checkpoints:
+        r = c.report
+        if r is None:
+            styled(console, "bold red", "ERROR   ", f" {c.url}: cannot be audited: {c.error}")
+            continue
+        head, style = _SCAN_HEAD[c.status]
+        v = r.verdict
+        sev = [
+            f"{k} {s_}{'' if k == 1 else 's'}"
+            for s_ in ("error", "warning")
+            if (k := sum(f.severity == s_ and f.rule_id not in ignore for f in r.findings))
+        ]
+        said = ""
+        if c.status == "fails":
+            said = f"{v.error.headline if v.error else ''} ({v.blocking_rule})"
+        elif c.status == "unknown":
+            said = f"cannot tell ({', '.join(dict.fromkeys(f.rule_id for f in r.findings if f.undecided))})"
+        if n_ignored := sum(f.rule_id in ignore for f in r.findings):
+            sev.append(f"{n_ignored} ignored")
+        tail = "; ".join(x for x in (said, ", ".join(sev)) if x)
+        if c.status == "restarts" and v.hazards:
+            tail = "; ".join(x for x in (tail, f"{len(v.hazards)} silent hazard(s)") if x)
+        styled(console, style, f"{head:<8}", f" {c.url}" + (f"  {tail}" if tail else ""))
+    first = next((c for c in s.checkpoints if c.report is not None and c.status != "restarts"), None)
+    if first is not None:
+        command = f"ckptfix audit {shlex.quote(first.url)} --target-spark {s.target}" + (f" {flags}" if flags else "")
+        console.print(f"the findings of one, in full: {command}", highlight=False, soft_wrap=True)
 
 
 def inspection(i: Inspection, console: Console) -> None:

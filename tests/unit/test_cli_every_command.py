@@ -23,6 +23,7 @@ STATE_ROWS = Path(__file__).resolve().parents[1] / "fixtures" / "state_edit" / "
 ARGS: dict[str, list[str]] = {
     "inspect": ["{sample}"],
     "audit": ["{agg}", "--target-spark", "3.5"],
+    "scan": ["{agg}", "--target-spark", "3.5"],
     "rules": [],
     "repair": ["{sample}"],
     "apply": ["--resume", "{agg}"],  # nothing to resume: one error document, exit 2

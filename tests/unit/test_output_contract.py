@@ -29,6 +29,7 @@ SCHEMAS = ROOT / "docs" / "schemas"
 KIND = {
     "inspect": "inspect",
     "audit": "audit-report",
+    "scan": "scan",
     "rules": "rules",
     "repair": "plan",
     "apply": "plan",
