@@ -111,7 +111,7 @@ def _fspath(path: PathLike | None) -> str | None:
 
 #: the keywords of :func:`read_state` beyond its own: the options of ``ckptfix state read``
 READ_OPTIONS = frozenset(
-    {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten"}
+    {"version", "partition", "store_name", "join_side", "state_var", "timers", "from_snapshot", "flatten", "where"}
     | {"key_schema", "value_schema", "force_schema"}
 )
 #: the keywords of :func:`read_changes` beyond its own: the options of ``ckptfix state changes``
@@ -695,7 +695,7 @@ def read_state(
     Returns a ``pyarrow.Table`` when pyarrow is installed (``as_arrow=False``: an iterator of dicts instead;
     ``as_arrow=True`` without pyarrow raises :class:`~ckptfix.errors.MissingExtra`). ``options`` are those of
     ``ckptfix state read``: ``version``, ``partition``, ``store_name``, ``join_side``, ``state_var``, ``timers``,
-    ``from_snapshot``, ``flatten``."""
+    ``from_snapshot``, ``flatten``, ``where`` (only the rows whose key matches: ``"k = 3"``, as ``--where``)."""
     from ckptfix.state.read import read_state as run_read
 
     unknown = sorted(set(options) - READ_OPTIONS)

@@ -308,6 +308,12 @@ def read(
         None, "--from-snapshot", help="Start from the snapshot after this batch, ignoring newer ones."
     ),
     flatten: bool = typer.Option(True, "--flatten/--no-flatten", help="List/map state: one row per element."),
+    where: str | None = typer.Option(
+        None,
+        "--where",
+        help="Only the rows whose key matches, over key columns: col = 'x', col != 1, col IN ('a', 'b'), "
+        "col IS [NOT] NULL, joined with AND; dots reach into struct columns (window.start). No code is evaluated.",
+    ),
     key_schema: str | None = KeySchemaOption,
     value_schema: str | None = ValueSchemaOption,
     force_schema: bool = ForceSchemaOption,
@@ -339,6 +345,7 @@ def read(
             from_snapshot=from_snapshot,
             flatten=flatten,
             storage_options=opts,
+            where=where,
             **schema_options(key_schema, value_schema, force_schema),
         )
         reads.append(result)

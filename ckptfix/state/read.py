@@ -31,6 +31,7 @@ from ckptfix.formats.unsaferow import (
     StructType,
 )
 from ckptfix.state.decode import Decoder, bulk_decodable, column_family_of, decode_columns, decode_pair, plain_rows
+from ckptfix.state.edits import parse_where
 from ckptfix.state.schemas import OperatorInfo, StoreSchema, operator_info, recorded_partitions, store_schema
 from ckptfix.stores import chain as chains
 from ckptfix.stores import provider as providers
@@ -386,8 +387,9 @@ def _decodable(sel: Selection) -> None:
         )
 
 
-def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -> StateRead:
-    """The rows of one operator's state at one committed version (see :func:`select`)."""
+def read_state(path: str | Checkpoint, *, flatten: bool = True, where: str | None = None, **kwargs: Any) -> StateRead:
+    """The rows of one operator's state at one committed version (see :func:`select`). ``where``: only the rows
+    whose key matches, in the syntax of ``state delete --where`` (:func:`ckptfix.state.edits.parse_where`)."""
     sel = select(path, **kwargs)
     _decodable(sel)
     read = StateRead(sel, ["key", "value", "partition_id"], iter(()))
@@ -403,8 +405,14 @@ def read_state(path: str | Checkpoint, *, flatten: bool = True, **kwargs: Any) -
         sch = _schema(sel, sel.store_name)
         read.schemas = {"key": sch.key, "value": sch.value}
     read.schemas["partition_id"] = IntegerType()
-    read.make_rows = lambda one, r: Rows(one, r, flatten)
-    read.rows = Rows(sel, read, flatten)
+    match = None
+    if where is not None:
+        key = read.schemas.get("key")
+        if not isinstance(key, StructType):
+            raise UsageError("--where: expected rows with a key to match, found a read without a key column")
+        match = parse_where(where, key)
+    read.make_rows = lambda one, r: Rows(one, r, flatten, match)
+    read.rows = Rows(sel, read, flatten, match)
     return read
 
 
@@ -435,11 +443,15 @@ class Rows(_LazyRows):
     that can take Arrow ask :meth:`batches` instead, which decodes whole stores column by column
     where it can."""
 
-    def __init__(self, sel: Selection, read: StateRead, flatten: bool) -> None:
-        self.selection, self.read, self.flatten = sel, read, flatten
+    def __init__(
+        self, sel: Selection, read: StateRead, flatten: bool, match: Callable[[dict[str, Any]], bool] | None = None
+    ) -> None:
+        self.selection, self.read, self.flatten, self.match = sel, read, flatten, match
 
     def _make(self) -> Iterator[dict[str, Any]]:
-        return _rows(self.selection, self.read, self.flatten)
+        rows = _rows(self.selection, self.read, self.flatten)
+        match = self.match
+        return rows if match is None else (r for r in rows if match(r["key"]))
 
     def batches(self) -> Iterator[Any]:
         """Per partition either ``pyarrow.RecordBatch`` es (columns key, value, partition_id, at most
@@ -448,13 +460,13 @@ class Rows(_LazyRows):
         anything irregular), lists of at most :data:`BATCH_ROWS` row dicts, as iterating gives.
         Rows of a partition come in the same order either way."""
         for part in self.selection.partitions:
-            columnar = _columnar(self.selection, part, self.read)
+            columnar = None if self.match is not None else _columnar(self.selection, part, self.read)
             if columnar is not None:
                 yield from columnar
                 continue
             one = dataclasses.replace(self.selection, partitions=[part])
             chunk: list[dict[str, Any]] = []
-            for row in _rows(one, self.read, self.flatten):
+            for row in Rows(one, self.read, self.flatten, self.match):
                 chunk.append(row)
                 if len(chunk) >= BATCH_ROWS:
                     yield chunk

@@ -446,3 +446,21 @@ def test_out_to_dev_stdout_writes_the_pipe() -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == run("state", "read", HDFS, "--version", "2").stdout.splitlines() != []
     assert os.path.islink("/dev/stdout")
+
+
+def test_read_where_in_every_format(tmp_path: Path) -> None:
+    """The RocksDB changelog sample groups by ``value % 5`` (keys 0-4, samples/generate_rocksdb_changelog.py):
+    --where keeps the keys named, in JSON lines, CSV and Parquet alike."""
+    import pyarrow.parquet as pq
+
+    sample = str(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog")
+    lines = run("state", "read", sample, "--where", "key IN (1, 3)", "-q")
+    assert lines.exit_code == 0, lines.output
+    assert sorted(json.loads(x)["key"]["key"] for x in lines.stdout.splitlines()) == [1, 3]
+    csv = run("state", "read", sample, "--where", "key = 4", "-f", "csv", "-q")
+    assert csv.exit_code == 0 and len(csv.stdout.splitlines()) == 2, csv.output
+    out = tmp_path / "rows.parquet"
+    assert run("state", "read", sample, "--where", "key != 0", "--out", str(out), "-q").exit_code == 0
+    assert sorted(r["key"]["key"] for r in pq.read_table(out).to_pylist()) == [1, 2, 3, 4]
+    bad = run("state", "read", sample, "--where", "key > 1")
+    assert bad.exit_code == 2 and "(no ranges: list the keys with IN)" in bad.output, bad.output
