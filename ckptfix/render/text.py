@@ -377,6 +377,12 @@ def state_listing(listing: Any, console: Console) -> None:
         say(f"operator {op.operator}{name}: {op.provider}, {op.num_partitions} partitions, stores {stores}")
         if op.state_variables:
             say(f"  column families: {', '.join(op.state_variables)}")
+        for s in op.schemas:
+            j = s.to_json()
+            if s.problem is not None:
+                say(f"  schema {s.store}: none readable: {s.problem}")
+            else:
+                say(f"  schema {s.store}: key {j['key']}, value {j['value']} (from {s.source})")
         for p in op.partitions:
             store = "" if p.store == "default" else f" {p.store}"
             state = f"version {p.target}: {p.chain}" if p.problem is None else f"CANNOT LOAD: {p.problem}"

@@ -12,10 +12,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ckptfix.checkpoint import Checkpoint
+from ckptfix.checkpoint import Checkpoint, OperatorDir
 from ckptfix.errors import FormatError
+from ckptfix.formats.unsaferow import StructType, simple_string
 from ckptfix.state.read import select, store_chain
-from ckptfix.state.schemas import any_kind, recorded_partitions
+from ckptfix.state.schemas import OperatorInfo, any_kind, recorded_partitions, store_schema
 from ckptfix.stores import chain as chains
 from ckptfix.stores import rocks, verify
 
@@ -54,6 +55,28 @@ class StoreStatus:
 
 
 @dataclass
+class SchemaView:
+    """The schema Spark checks (and ckptfix decodes with) for one store or transformWithState state variable."""
+
+    store: str
+    key: StructType | None = None
+    value: StructType | None = None
+    source: str | None = None  # the file it was read from
+    problem: str | None = None  # why there is none (no schema file, a damaged one)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "key": None if self.key is None else simple_string(self.key),
+            "value": None if self.value is None else simple_string(self.value),
+            "key_json": None if self.key is None else self.key.json_value(),
+            "value_json": None if self.value is None else self.value.json_value(),
+            "source": self.source,
+            "problem": self.problem,
+        }
+
+
+@dataclass
 class OperatorStatus:
     operator: int
     name: str | None
@@ -62,6 +85,7 @@ class OperatorStatus:
     num_partitions: int
     state_variables: list[str] = field(default_factory=list)
     partitions: list[StoreStatus] = field(default_factory=list)
+    schemas: list[SchemaView] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +95,7 @@ class OperatorStatus:
             "stores": self.stores,
             "num_partitions": self.num_partitions,
             "state_variables": self.state_variables,
+            "schemas": [s.to_json() for s in self.schemas],
             "partitions": [p.to_json() for p in self.partitions],
         }
 
@@ -141,6 +166,7 @@ def list_state(
             len(sel.partitions) if n is None else n,
             sorted(sel.info.column_families),
         )
+        status.schemas = _schemas(ckpt, op, sel.info)
         for part in range(n) if n is not None else sorted(op.partitions):
             if not op.partitions.get(part):  # Spark loads it at the restart and fails
                 rel = f"{op.rel}/{part}"
@@ -156,6 +182,26 @@ def list_state(
                 status.partitions.append(_store_status(sel, store, verify))
         listing.operators.append(status)
     return listing
+
+
+def _schemas(ckpt: Checkpoint, op: OperatorDir, info: OperatorInfo) -> list[SchemaView]:
+    """The stored schemas of an operator: each store's (v1/v2 schema files), or each state variable's
+    (transformWithState's v3 file; Spark's own column families, named ``$...``, left out)."""
+    if info.is_tws:
+        return [
+            SchemaView(name, s.key, s.value, s.source)
+            for name, s in sorted(info.column_families.items())
+            if not name.startswith("$")
+        ]
+    out = []
+    for name in info.stores or ["default"]:
+        try:
+            s = store_schema(ckpt, op, info, name)
+        except FormatError as exc:
+            out.append(SchemaView(name, problem=str(exc)))
+            continue
+        out.append(SchemaView(name, s.key, s.value, s.source))
+    return out
 
 
 def _store_status(sel: Any, store: Any, verify: bool) -> StoreStatus:

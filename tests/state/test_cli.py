@@ -464,3 +464,20 @@ def test_read_where_in_every_format(tmp_path: Path) -> None:
     assert sorted(r["key"]["key"] for r in pq.read_table(out).to_pylist()) == [1, 2, 3, 4]
     bad = run("state", "read", sample, "--where", "key > 1")
     assert bad.exit_code == 2 and "(no ranges: list the keys with IN)" in bad.output, bad.output
+
+
+def test_ls_shows_the_stored_schema_or_why_there_is_none(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog", ckpt)
+    shown = run("state", "ls", str(ckpt))
+    assert shown.exit_code == 0, shown.output
+    where = ckpt / "state" / "0" / "0" / "_metadata" / "schema"
+    assert f"  schema default: key struct<key:bigint>, value struct<count:bigint,sum:bigint> (from {where})" in (
+        shown.stdout.splitlines()
+    )
+    where.unlink()
+    (where.parent / ".schema.crc").unlink()
+    gone = run("state", "ls", str(ckpt), "-f", "json")
+    (view,) = json.loads(gone.stdout)["operators"][0]["schemas"]
+    assert (view["key"], view["source"]) == (None, None)
+    assert view["problem"] == f"{where}: expected a stored schema file (or --key-schema in Spark DDL), found none"

@@ -469,3 +469,26 @@ def test_where_on_an_unknown_column_is_refused(recorded_subjects: Callable[[str]
 
     with pytest.raises(UsageError, match=r"--where: nope: expected a column of the key \(window, key, grp, d\)"):
         read_state(str(recorded_subjects("agg-hdfs").built.ckpt), where="nope = 1")
+
+
+# ------------------------------------------------------------------------------------------ state ls schemas
+
+SCHEMA_SCENARIOS = ["agg-hdfs", "agg-rocksdb_cl_v2", "dedup-rocksdb", "dedup_wm-hdfs", "session-hdfs", "apiws-rocksdb"]
+
+
+@pytest.mark.parametrize("scenario_id", SCHEMA_SCENARIOS)
+def test_state_ls_shows_the_schemas_spark_s_reader_shows(
+    recorded_subjects: Callable[[str], Subject], scenario_id: str
+) -> None:
+    """The key and value schema `state ls` shows for the store are the ones Spark's statestore reader gives its
+    key and value columns (Spark's simpleString)."""
+    from ckptfix.state.inventory import list_state
+
+    subj = recorded_subjects(scenario_id)
+    schema, _ = subj.answer({"operatorId": "0"})
+    (view,) = list_state(str(subj.built.ckpt)).operators[0].schemas
+    doc = view.to_json()
+    assert (view.store, view.problem) == ("default", None)
+    assert doc["key"] == schema["key"].dataType.simpleString()
+    assert doc["value"] == schema["value"].dataType.simpleString()
+    assert view.source and ("_metadata/schema" in view.source or "_stateSchema" in view.source), view.source
