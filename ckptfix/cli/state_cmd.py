@@ -193,10 +193,14 @@ def _write(read: Any, fmt: DataFormat, out_path: str | None, jobs: int = 1) -> i
 
 def _selection_json(read: Any) -> dict[str, Any]:
     sel = read.selection
+    side = sel.join_side
     return {
         "checkpoint": sel.ckpt.location.url,
         "operator": sel.op.operator,
-        "store": sel.store_name,
+        # a join side is read from two stores (new-user trial 3: it said "default", a store joins do not have)
+        "store": f"{side}-keyToNumValues, {side}-keyWithIndexToValue" if side else sel.store_name,
+        "join_side": side,
+        "state_variable": sel.state_var,  # timers: the timer column family
         "version": sel.version,
         "batch": sel.batch,
         "partitions": list(sel.partitions),

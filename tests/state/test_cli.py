@@ -481,3 +481,22 @@ def test_ls_shows_the_stored_schema_or_why_there_is_none(tmp_path: Path) -> None
     (view,) = json.loads(gone.stdout)["operators"][0]["schemas"]
     assert (view["key"], view["source"]) == (None, None)
     assert view["problem"] == f"{where}: expected a stored schema file (or --key-schema in Spark DDL), found none"
+
+
+def test_json_names_the_stores_a_join_side_is_read_from(tmp_path: Path) -> None:
+    """new-user trial 3: `--join-side left -f json` said store "default", a store a join does not have."""
+    import tarfile
+
+    with tarfile.open(Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0" / "join.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    doc = json.loads(run("state", "read", str(tmp_path / "ckpt"), "--join-side", "right", "-f", "json").stdout)
+    assert (doc["store"], doc["join_side"], doc["state_variable"]) == (
+        "right-keyToNumValues, right-keyWithIndexToValue",
+        "right",
+        None,
+    )
+    assert doc["rows"]
+    one = json.loads(
+        run("state", "read", str(tmp_path / "ckpt"), "--store", "left-keyToNumValues", "-f", "json").stdout
+    )
+    assert (one["store"], one["join_side"]) == ("left-keyToNumValues", None)
