@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from ckptfix.audit.model import Report
@@ -539,9 +540,10 @@ class RollbackPlan(SinkPairPlan):
 @_python_names
 def plan_rollback(
     ckpt_or_url: Checkpoint | PathLike,
-    to_batch: int,
+    to_batch: int | None = None,
     target_spark: str | None = None,
     *,
+    to_time: str | int | datetime | None = None,
     storage_options: Mapping[str, Any] | None = None,
     sink_path: PathLike | None = None,
     with_sink: bool = False,
@@ -556,10 +558,18 @@ def plan_rollback(
     loaded from what remains. ``session_conf``: the restarting session's confs (``--conf``), for what the logs do
     not record. ``accept_edits``: keep a log file of the new restart tail edited after Spark wrote it (its ``.crc``
     sidecar is rewritten to record the edit), as ``repair(accept_edits=True)``; without it that rollback is
-    refused. ``rollback --into`` (roll back a copy) has no API form: copy the checkpoint first."""
+    refused. ``to_time`` instead of ``to_batch`` (``--to-time``): the newest committed batch planned at or before
+    it (an ISO 8601 string with its zone, a timezone-aware ``datetime``, or epoch milliseconds).
+    ``rollback --into`` (roll back a copy) has no API form: copy the checkpoint first."""
+    from ckptfix.inspect import batch_at, parse_time
     from ckptfix.repair.rollback import plan_rollback as make_plan
 
-    url, _ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    url, ckpt, opts = _url_and_ckpt(ckpt_or_url, storage_options)
+    if (to_batch is None) == (to_time is None):
+        raise UsageError("plan_rollback: give to_batch or to_time (one of them)")
+    if to_time is not None:
+        to_batch = batch_at(ckpt, parse_time(to_time, "to_time"), "to_time").batch
+    assert to_batch is not None
     result = make_plan(
         url,
         to_batch,
@@ -756,13 +766,16 @@ def read_changes(
 
 
 @_python_names
-def inspect_checkpoint(ckpt_or_url: Checkpoint | PathLike, *, storage_options: Mapping[str, Any] | None = None) -> Any:
+def inspect_checkpoint(
+    ckpt_or_url: Checkpoint | PathLike, *, batches: bool = False, storage_options: Mapping[str, Any] | None = None
+) -> Any:
     """``ckptfix inspect``: a :class:`ckptfix.inspect.Inspection` (query id, recorded confs, offsets and commits,
-    sources, stateful operators, and the problems met while reading them)."""
+    sources, stateful operators, and the problems met while reading them); ``batches`` (``--batches``): also
+    ``.batches``, every batch of the offset log with its time, watermark, commit and source offsets."""
     from ckptfix.inspect import inspect_checkpoint as run_inspect
 
     _, ckpt, _ = _url_and_ckpt(ckpt_or_url, storage_options)
-    return run_inspect(ckpt)
+    return run_inspect(ckpt, batches=batches)
 
 
 @_python_names

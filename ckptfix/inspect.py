@@ -1,17 +1,19 @@
 """What is in a checkpoint, as data: the facts `ckptfix inspect` shows.
 
 Reads only the tail: ``metadata``, the latest offset and commit files, the latest committed
-offset file and operator metadata. Damaged files become ``problems`` entries, never crashes.
+offset file and operator metadata (and, for the batch history, every offset file). Damaged files become
+``problems`` entries, never crashes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
 from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, LogDir
-from ckptfix.errors import FormatError
+from ckptfix.errors import FormatError, UsageError
 from ckptfix.formats import offsetlog, opmeta
 
 #: Spark's value for a conf an (old) offset log does not record, or, for confs without one, the restarting
@@ -78,6 +80,97 @@ class OperatorSummary:
 
 
 @dataclass
+class BatchRecord:
+    """One batch of the offset log, as its offset file records it."""
+
+    batch: int
+    timestamp_ms: int | None  # batchTimestampMs: when the batch was planned (None: no metadata line)
+    watermark_ms: int | None  # batchWatermarkMs: the event-time watermark the batch ran with
+    committed: bool  # commits/<batch> exists
+    offsets: dict[str, str | None] = field(default_factory=dict)  # source -> the end offset JSON it read to
+    problem: str | None = None  # the offset file cannot be read
+
+    @property
+    def started(self) -> str | None:
+        return None if self.timestamp_ms is None else iso_ms(self.timestamp_ms)
+
+
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC (``2024-01-01T10:00:00.250Z``)."""
+    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "") + "Z"
+
+
+def batch_history(ckpt: Checkpoint) -> list[BatchRecord]:
+    """Every batch the offset log holds, oldest first: when it was planned, its watermark, whether it committed,
+    and each source's offset. Reads every offset file (Spark keeps about ``minBatchesToRetain`` of them)."""
+    ckpt.prefetch([ckpt.offsets.path_of(b) for b in sorted(ckpt.offsets.files)])
+    out = []
+    for b in sorted(ckpt.offsets.files):
+        committed = b in ckpt.commits.files
+        try:
+            entry = ckpt.offset(b)
+        except FormatError as exc:
+            out.append(BatchRecord(b, None, None, committed, problem=str(exc)))
+            continue
+        meta = entry.metadata
+        out.append(
+            BatchRecord(
+                b,
+                meta.batch_timestamp_ms if meta else None,
+                meta.batch_watermark_ms if meta else None,
+                committed,
+                {o.source_id: o.json for o in entry.offsets},
+            )
+        )
+    return out
+
+
+def parse_time(text: str | int | dt.datetime, option: str = "--to-time") -> int:
+    """A point in time as epoch milliseconds: an ISO 8601 time with its zone (``2026-11-27T10:00:00Z``,
+    ``2026-11-27 11:00+01:00``), a timezone-aware ``datetime``, or epoch milliseconds. A time without a zone is
+    refused: the offset log's times are UTC, and guessing the zone could pick another batch."""
+    if isinstance(text, int):
+        return text
+    if isinstance(text, dt.datetime):
+        when = text
+    else:
+        raw = text.strip()
+        if raw.isdigit():
+            return int(raw)
+        try:
+            when = dt.datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
+        except ValueError:
+            raise UsageError(
+                f"{option} {text}: expected an ISO 8601 time with its zone (2026-11-27T10:00:00Z) or epoch milliseconds"
+            ) from None
+    if when.tzinfo is None:
+        raise UsageError(
+            f"{option} {text}: expected a time zone (Z or +hh:mm): the offset log records UTC, and a time without a "
+            "zone could name another batch"
+        )
+    return int(when.timestamp() * 1000)
+
+
+def batch_at(ckpt: Checkpoint, when_ms: int, option: str = "--to-time") -> BatchRecord:
+    """The newest committed batch planned at or before ``when_ms`` (its offset file's batchTimestampMs): what a
+    rollback "to a time" keeps. Raises :class:`UsageError` naming the oldest batch kept when none is that old."""
+    history = batch_history(ckpt)
+    fit = [r for r in history if r.committed and r.timestamp_ms is not None and r.timestamp_ms <= when_ms]
+    if fit:
+        return fit[-1]
+    dated = [r for r in history if r.committed and r.timestamp_ms is not None]
+    found = (
+        f"the oldest committed batch the offset log keeps, {dated[0].batch}, was planned at {dated[0].started}"
+        if dated
+        else "no committed batch with a recorded time"
+    )
+    raise UsageError(
+        f"{option}: expected a committed batch planned at or before {iso_ms(when_ms)}, found none: {found}"
+    )
+
+
+@dataclass
 class Inspection:
     checkpoint: str
     query_id: str | None
@@ -91,6 +184,8 @@ class Inspection:
     total_files: int
     total_bytes: int
     problems: list[str] = field(default_factory=list)
+    #: every batch of the offset log (``inspect --batches``); None when not asked
+    batches: list[BatchRecord] | None = None
 
 
 def _summary(log: LogDir) -> LogSummary:
@@ -106,7 +201,8 @@ def _summary(log: LogDir) -> LogSummary:
     )
 
 
-def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
+def inspect_checkpoint(ckpt: Checkpoint, batches: bool = False) -> Inspection:
+    """``batches``: also the history of every batch in the offset log (:func:`batch_history`)."""
     problems: list[str] = []
     qid = None
     if ckpt.metadata_rel:
@@ -214,4 +310,5 @@ def inspect_checkpoint(ckpt: Checkpoint) -> Inspection:
         len(files),
         sum(e.size for e in files),
         problems,
+        batch_history(ckpt) if batches else None,
     )

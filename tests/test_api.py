@@ -360,10 +360,15 @@ def test_read_state_options_are_named_as_keywords(options: dict[str, int], said:
 @pytest.mark.parametrize("to_batch", ["5", 5.0, True, None])
 def test_an_int_argument_of_another_type_is_refused_by_name(to_batch: object) -> None:
     """New-user trial: ``plan_rollback(ckpt, "5")`` raised ``TypeError: '<' not supported ...`` and ``5.0`` looked
-    for ``offsets/5.0``."""
+    for ``offsets/5.0``. None: neither a batch nor a time (``to_time``) is given."""
     with pytest.raises(UsageError) as refused:
         ckptfix.plan_rollback(ROOT / "samples" / "rocksdb-changelog", to_batch)  # type: ignore[arg-type]
-    assert str(refused.value) == f"plan_rollback: to_batch: expected an int, found {to_batch!r}"
+    said = (
+        "give to_batch or to_time (one of them)"
+        if to_batch is None
+        else f"to_batch: expected an int, found {to_batch!r}"
+    )
+    assert str(refused.value) == f"plan_rollback: {said}"
 
 
 def test_one_exception_to_catch_and_the_api_in_dir() -> None:

@@ -19,6 +19,12 @@ from ckptfix.render import jsonout, text
 
 def inspect(
     checkpoint: str = typer.Argument(..., help="Checkpoint location: a path, file://, s3://bucket/prefix, memory://"),
+    batches: bool = typer.Option(
+        False,
+        "--batches",
+        help="Also every batch of the offset log: when it was planned, its watermark, whether it committed, "
+        "each source's offset (reads every offset file).",
+    ),
     fmt: Format = FormatOption,
     storage_option: list[str] = StorageOption,
     endpoint_url: str | None = EndpointOption,
@@ -28,7 +34,7 @@ def inspect(
 
     Exit 0: shown; 2: bad input (not a checkpoint, unreadable file, bad option)."""
     opts = storage_options(fmt, storage_option, endpoint_url)
-    result = inspect_checkpoint(Checkpoint.open(checkpoint, opts))
+    result = inspect_checkpoint(Checkpoint.open(checkpoint, opts), batches=batches)
     if fmt is Format.json:
         emit(jsonout.inspection(result))
     else:

@@ -27,7 +27,7 @@ from ckptfix.cli.common import (
     storage_options,
 )
 from ckptfix.cli.repair_cmd import carry_out, run_sink_plan
-from ckptfix.errors import CkptfixError, RollbackInterrupted
+from ckptfix.errors import CkptfixError, RollbackInterrupted, UsageError
 from ckptfix.render import text
 from ckptfix.repair.rollback import plan_rollback
 from ckptfix.storage import command_flags
@@ -35,7 +35,14 @@ from ckptfix.storage import command_flags
 
 def rollback(
     checkpoint: str = typer.Argument(..., help="Checkpoint location."),
-    to_batch: int = typer.Option(..., "--to-batch", help="The batch that becomes the last committed one."),
+    to_batch: int | None = typer.Option(None, "--to-batch", help="The batch that becomes the last committed one."),
+    to_time: str | None = typer.Option(
+        None,
+        "--to-time",
+        metavar="TIME",
+        help="Instead of --to-batch: the newest committed batch planned at or before TIME (ISO 8601 with its zone, "
+        "2026-11-27T10:00:00Z, or epoch milliseconds), from the offset files' batchTimestampMs.",
+    ),
     into: str | None = typer.Option(
         None, "--into", help="Copy the checkpoint here first (new or empty) and roll the copy back."
     ),
@@ -69,7 +76,8 @@ def rollback(
     endpoint_url: str | None = EndpointOption,
     quiet: bool = QuietOption,
 ) -> None:
-    """Roll back to batch N: delete later offsets, commits and state versions (> N+1).
+    """Roll back to batch N (--to-batch, or --to-time: the newest committed batch planned by then): delete later
+    offsets, commits and state versions (> N+1).
 
     Refuses when batch N is not committed, the query looks alive, the sink (--sink) holds later
     batches, or state version N+1 cannot be loaded from what remains. With --with-sink, a file sink
@@ -77,6 +85,16 @@ def rollback(
     Exit 0: planned/applied; 2: refused or bad input; 3: a bug.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
+    if (to_batch is None) == (to_time is None):
+        raise UsageError("give --to-batch N or --to-time TIME (one of them)")
+    if to_time is not None:
+        from ckptfix.checkpoint import Checkpoint
+        from ckptfix.inspect import batch_at, parse_time
+
+        chosen = batch_at(Checkpoint.open(checkpoint, opts), parse_time(to_time))
+        to_batch = chosen.batch
+        note(quiet, f"--to-time {to_time}: batch {to_batch}, planned at {chosen.started}, the newest committed by then")
+    assert to_batch is not None
     result = plan_rollback(
         checkpoint,
         to_batch,

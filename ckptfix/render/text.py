@@ -179,6 +179,24 @@ def inspection(i: Inspection, console: Console) -> None:
             )
         console.print(ops)
     console.print(f"{i.total_files} files, {i.total_bytes} bytes", highlight=False)
+    if i.batches is not None:
+        hist = folding_table(
+            "batch",
+            "planned at (UTC)",
+            "watermark",
+            "committed",
+            "source offsets",
+            title="batches",
+            title_justify="left",
+        )
+        for b in i.batches:
+            if b.problem is not None:
+                hist.add_row(str(b.batch), "-", "-", "yes" if b.committed else "no", f"unreadable: {b.problem}")
+                continue
+            offsets = "; ".join(f"{sid}: {raw if raw is not None else '-'}" for sid, raw in b.offsets.items())
+            watermark = "-" if b.watermark_ms is None else str(b.watermark_ms)
+            hist.add_row(str(b.batch), b.started or "-", watermark, "yes" if b.committed else "no", offsets or "-")
+        console.print(hist)
     for p in i.problems:
         styled(console, "yellow", "problem", f" {p}")
 
