@@ -264,6 +264,7 @@ def apply(
     Exit 0: applied; 1: applied, but the checkpoint does not audit as restartable; 2: refused or bad input."""
     opts = storage_options(fmt, storage_option, endpoint_url)
     before = None
+    finished = False  # --resume of a run that was not interrupted
     if resume:
         ckpt = Location(target, opts)
         engine.runs_home(target, _backup(target, backup_dir, opts), opts)
@@ -271,7 +272,8 @@ def apply(
         done_before = {r for r in runs.run_ids() if runs.info(r).status == "complete"}
         run_id = engine.resume(ckpt, _backup(target, backup_dir, opts), run)
         plan = runs.plan_of(run_id)
-        if run_id in done_before:  # nothing was interrupted: say so, not "applied as run ..." again
+        finished = run_id in done_before
+        if finished:  # nothing was interrupted: say so, not the plan and "applied as run ..." again
             note(quiet, f"run {run_id} was already complete: nothing to resume")
     else:
         if run is not None:
@@ -284,10 +286,11 @@ def apply(
         )
     verdict = _audit_after(plan, opts)
     if fmt is Format.json:
-        emit(jsonout.plan(plan, [], run_id, verdict))
+        emit(jsonout.plan(plan, [], run_id, verdict, already_complete=finished))
     else:
         console = out()
-        text.plan(plan, [], console, run_id, backup_dir, command_flags(opts))
+        if not finished:
+            text.plan(plan, [], console, run_id, backup_dir, command_flags(opts))
         if verdict is not None:
             console.print(f"now: {verdict.headline}", highlight=False, soft_wrap=True)
     worse = verdict is not None and not _clean(verdict)

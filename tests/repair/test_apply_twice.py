@@ -4,6 +4,7 @@ fresh apply. They now name the run that already did it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -47,3 +48,8 @@ def test_the_cli_says_so_for_a_saved_plan_and_for_resume(tmp_path: Path) -> None
     assert again.returncode == 2 and "this plan was already applied to" in again.stderr, again.stderr
     resumed = run_cli("apply", "--resume", str(ckpt), "--idle-seconds", "0")
     assert resumed.returncode == 0 and "was already complete: nothing to resume" in resumed.stderr, resumed.stderr
+    # new-user trial 3: it reprinted the plan and "applied as run ...", as if it had applied it again
+    assert "applied as run" not in resumed.stdout and "Plan for" not in resumed.stdout, resumed.stdout
+    assert resumed.stdout.startswith("now: Spark 4.3 will restart this checkpoint"), resumed.stdout
+    doc = json.loads(run_cli("apply", "--resume", str(ckpt), "--idle-seconds", "0", "-f", "json").stdout)
+    assert doc["already_complete"] is True and doc["applied_run"]
