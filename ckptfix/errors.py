@@ -58,28 +58,31 @@ class UsageError(CkptfixError):
 
 
 def install_command(extra: str) -> str:
-    """The pip command that adds ``extra`` to this ckptfix. ckptfix is not on PyPI: it is installed from a
-    checkout (README's first command, ``pip install .``), so the command names that checkout, the way README's
-    commands do from inside it: ``pip install -e '/src/ckptfix[rocksdb]'`` when this ckptfix runs from a checkout
-    (an editable install; ``-e`` keeps it one), ``pip install '/src/ckptfix[rocksdb]'`` when pip recorded the
-    checkout it installed from, ``pip install '<checkout>[rocksdb]'`` otherwise."""
+    """The pip command that adds ``extra`` to this ckptfix, run by the Python this ckptfix runs in (``<python> -m
+    pip``: a bare ``pip`` on PATH may belong to another environment; new-user trial 3). ckptfix is not on PyPI: it
+    is installed from a checkout (README's first command, ``pip install .``), so the command names that checkout,
+    the way README's commands do from inside it: ``... -m pip install -e '/src/ckptfix[rocksdb]'`` when this ckptfix
+    runs from a checkout (an editable install; ``-e`` keeps it one), ``... -m pip install '/src/ckptfix[rocksdb]'``
+    when pip recorded the checkout it installed from, ``... -m pip install '<checkout>[rocksdb]'`` otherwise."""
     import json
     import shlex
+    import sys
     from importlib import metadata
     from pathlib import Path
     from urllib.parse import unquote, urlparse
 
+    pip = f"{shlex.quote(sys.executable or 'python3')} -m pip install"
     root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and (root / "ckptfix" / "errors.py").is_file():
-        return f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
+        return f"{pip} -e {shlex.quote(f'{root}[{extra}]')}"
     for dist in metadata.distributions(name="ckptfix"):
         try:
             url = urlparse(json.loads(dist.read_text("direct_url.json") or "{}").get("url", ""))
         except (ValueError, AttributeError):
             continue
         if url.scheme == "file" and url.path:
-            return f"pip install {shlex.quote(f'{unquote(url.path)}[{extra}]')}"
-    return f"pip install '<checkout>[{extra}]'  (<checkout>: your clone of ckptfix)"
+            return f"{pip} {shlex.quote(f'{unquote(url.path)}[{extra}]')}"
+    return f"{pip} '<checkout>[{extra}]'  (<checkout>: your clone of ckptfix)"
 
 
 class MissingExtra(CkptfixError):

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from ckptfix.errors import MissingExtra
 
+#: the pip of the Python that runs ckptfix (new-user trial 3: a bare `pip` on PATH was another environment's)
+PIP = f"{sys.executable} -m pip install"
+
 #: a Python that sees ``site`` and the standard library only (not the venv, where this checkout is installed)
 ISOLATED = "import sys; sys.path = [{site!r}] + [p for p in sys.path if 'site-packages' not in p]; "
 ROOT = Path(__file__).resolve().parents[1]  # the checkout these tests run from
@@ -18,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the checkout these tests run from
 
 def test_from_a_checkout_the_hint_names_the_checkout() -> None:
     message = str(MissingExtra("rocksdict", "rocksdb"))
-    assert message == f"this needs the 'rocksdict' package: pip install -e '{ROOT}[rocksdb]'"
+    assert message == f"this needs the 'rocksdict' package: {PIP} -e '{ROOT}[rocksdb]'"
     assert "ckptfix[" not in message
 
 
@@ -39,7 +42,7 @@ def test_installed_from_a_checkout_the_hint_names_the_recorded_checkout(tmp_path
         cwd=tmp_path,
         timeout=60,
     )
-    assert proc.stdout.strip() == "this needs the 'pyspark' package: pip install '/src/my clone[spark]'", proc.stderr
+    assert proc.stdout.strip() == f"this needs the 'pyspark' package: {PIP} '/src/my clone[spark]'", proc.stderr
 
 
 def test_without_a_recorded_checkout_the_hint_says_where_to_run_it(tmp_path: Path) -> None:
@@ -54,5 +57,5 @@ def test_without_a_recorded_checkout_the_hint_says_where_to_run_it(tmp_path: Pat
         timeout=60,
     )
     assert proc.stdout.strip() == (
-        "this needs the 's3fs' package: pip install '<checkout>[s3]'  (<checkout>: your clone of ckptfix)"
+        f"this needs the 's3fs' package: {PIP} '<checkout>[s3]'  (<checkout>: your clone of ckptfix)"
     ), proc.stderr
