@@ -333,8 +333,8 @@ class StoreCheck:
             expected = int(told) if told.isdigit() else 2 if self.ctx.ckpt.state_format_v2() else 1
         if found == expected:
             return None
-        message = f"{fp.rel}'s metadata is v{found} (written by Spark 4.0 with checkpoint format v{found}); Spark "
-        message += f"{target.label} reads only v{expected}"
+        written = " (what Spark 4.0 writes with checkpoint format v2)" if found == 2 else ""
+        message = f"{fp.rel}'s metadata is v{found}{written}; Spark {target.label} reads only v{expected}"
         ev = (Evidence(fp.where, 0, f"v{expected}", f"v{found}"),)
         if target.falls_back_from_corrupt_snapshot and chains.skips_bad_snapshot(
             self.store, self.provider, self.ctx.session_conf

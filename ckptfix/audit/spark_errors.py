@@ -251,7 +251,9 @@ def cannot_read_zip_metadata(expected: int, found: int) -> SparkError:
     """``RocksDBCheckpointMetadata.readFromFile`` wants the header ``v<VERSION>`` exactly (VERSION: 1 on 4.1+;
     on 4.0 the session's checkpointFormatVersion), error-conditions.json of 4.3:
     CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT "Cannot read RocksDB checkpoint metadata. Expected
-    <expectedVersion>, but found <actualVersion>."."""
+    <expectedVersion>, but found <actualVersion>." (4.0.5, fresh JVM, a ``v1`` zip in a format-v2 store: "Expected
+    v2, but found v1"; hunt 13. In a JVM that ran a format-v1 query first, 4.0's VERSION stays 1 and its own ``v2``
+    zips fail "Expected v1, but found v2": one JVM, one format there.)"""
     return SparkError(
         "org.apache.spark.SparkException",
         "CANNOT_LOAD_STATE_STORE.CANNOT_READ_CHECKPOINT",

@@ -31,8 +31,10 @@ def _store_of(fc: FixContext, finding: Finding) -> StoreDir:
     raise CannotFix("the finding names no file of a state store")
 
 
-@fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-SST-CORRUPT", "STATE-CHECKSUM-MISMATCH")
+@fixes("STATE-SNAPSHOT-CORRUPT", "STATE-SST-MISSING", "STATE-SST-CORRUPT", "STATE-CHECKSUM-MISMATCH", each=True)
 def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
+    """Each finding's store gets version N written again (every damaged store of the restart, not only the first);
+    a store already rebuilt in this plan (two findings in one store) is covered."""
     from ckptfix.repair.rebuild import RULE, rebuild_store
     from ckptfix.state.read import select
     from ckptfix.state.schemas import any_kind
@@ -41,6 +43,8 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
     if not N:
         raise CannotFix("the restart loads no state version")
     store = _store_of(fc, finding)
+    if f"rebuilt:{store.rel}" in fc.covered:
+        return []
     mark = fc.builder.mark()
     sel = None
     try:
@@ -64,6 +68,7 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
         ) from None
     if not result.written:
         raise CannotFix(f"version {N} of {store.rel} already loads from a good snapshot")
+    fc.covered.add(f"rebuilt:{store.rel}")
     return [
         f"{store.rel}: Spark loads state version {N} from a snapshot ckptfix writes from {result.chain} "
         f"({result.keys} key{'' if result.keys == 1 else 's'}; {RULE}); no batch re-runs"

@@ -18,7 +18,7 @@ from ckptfix.checkpoint import Checkpoint
 from ckptfix.errors import CannotFix, UsageError
 from ckptfix.formats import metadata as metadata_format
 from ckptfix.repair.builder import PlanBuilder, PlanConflict
-from ckptfix.repair.fixes import PLANNERS, STRATEGIES, FixContext
+from ckptfix.repair.fixes import EACH_FINDING, PLANNERS, STRATEGIES, FixContext
 from ckptfix.repair.plan import Plan, Unfixed
 from ckptfix.sinks import open_sink
 
@@ -127,8 +127,10 @@ def plan_repair(
             if error:
                 unfixed.append(Unfixed(finding.rule_id, f"its fix overlaps an earlier one ({exc})", path))
             continue
-        done.add(finding.rule_id)
-        fixed.append(finding.rule_id)
+        if finding.rule_id not in EACH_FINDING:
+            done.add(finding.rule_id)
+        if finding.rule_id not in fixed:
+            fixed.append(finding.rule_id)
     if unfixed and builder.actions:  # a finding one planner could not fix may be gone after another's actions
         unfixed = _still_failing(unfixed, builder, ckpt, url, target.label, storage_options, sink_path, stateful, conf)
     summary = "; ".join(fixed) if fixed else "nothing to fix automatically"

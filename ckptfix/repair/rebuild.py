@@ -319,7 +319,11 @@ def _rocks_snapshot(
         cf_fields = dict(rocks.NO_COLUMN_FAMILIES_4X)
     compression = sel.conf.get(ROCKS_COMPRESSION, "lz4" if written_by_spark4(sel) else "snappy").lower()
     built = rocks.build_snapshot(
-        iter(content), compression=compression, column_family_fields=cf_fields, num_keys=num_keys
+        iter(content),
+        compression=compression,
+        column_family_fields=cf_fields,
+        num_keys=num_keys,
+        metadata_version=meta.get("metadataVersion") or zip_metadata_version(sel.ckpt, store),
     )
     written = []
     for dfs, data in sorted(built.ssts.items()):
@@ -335,6 +339,20 @@ def _rocks_snapshot(
         builder.write(side, filechecksum.dump(filechecksum.make(built.zip_bytes)), f"checksum of {zip_rel}", rule)
         written.append(side)
     return written
+
+
+def zip_metadata_version(ckpt: Checkpoint, store: StoreDir) -> int:
+    """The ``v<N>`` header of the store's newest readable zip's metadata, for a zip written without a base zip to
+    copy it from (hunt 13: a rebuilt zip of a Spark 4.0 format-v2 store said ``v1``, and 4.0.5 refused it with
+    CANNOT_READ_CHECKPOINT; it reads only ``v2`` there). 1 when the store has no readable zip."""
+    for (kind, _, _), rel in sorted(store.files.items(), key=lambda item: item[0][1], reverse=True):
+        if kind != "zip":
+            continue
+        try:
+            return rocksdbzip.parse(ckpt.read(rel), ckpt.display(rel)).metadata.version
+        except (FormatError, OSError):
+            continue
+    return rocksdbzip.METADATA_VERSION
 
 
 def written_by_spark4(sel: Selection) -> bool:

@@ -184,6 +184,7 @@ def _loader(ckpt: Checkpoint, rel: str) -> Callable[[], bytes]:
 
 def _metadata_fields(meta: rocksdbzip.RocksDBMetadata) -> dict:
     return {
+        "metadataVersion": meta.version,  # the zip's ``v<N>`` header: a rewrite keeps it (Spark 4.0 reads one only)
         "numKeys": meta.num_keys,
         "columnFamilyMapping": dict(meta.column_family_mapping or {}),
         "columnFamilyTypeMap": dict(meta.column_family_type_map or {}),

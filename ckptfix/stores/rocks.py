@@ -469,8 +469,12 @@ def build_snapshot(
     column_family_fields: Mapping[str, Any] | None = None,
     num_keys: int | None = None,
     workdir: str | None = None,
+    metadata_version: int = rocksdbzip.METADATA_VERSION,
 ) -> BuiltSnapshot:
     """A fresh RocksDB snapshot of ``items`` that Spark's RocksDB provider loads.
+
+    ``metadata_version``: the zip metadata's ``v<N>`` header: the one of the store's other zips (Spark 4.0 with
+    checkpoint format v2 writes and reads only ``v2``; every other release ``v1``).
 
     ``compression``: ``lz4`` (4.x default) or ``snappy`` (3.5). ``column_family_fields``: the
     4.x metadata fields (``numInternalKeys``, ``columnFamilyMapping``, ``columnFamilyTypeMap``,
@@ -536,14 +540,19 @@ def build_snapshot(
                 members[name] = data
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    metadata = _metadata(tuple(sst_files), counted if num_keys is None else num_keys, column_family_fields)
+    metadata = _metadata(
+        tuple(sst_files), counted if num_keys is None else num_keys, column_family_fields, metadata_version
+    )
     return BuiltSnapshot(_zip(members, metadata), ssts, metadata)
 
 
-def _metadata(sst_files: tuple[SstFile, ...], num_keys: int, cf: Mapping[str, Any] | None) -> RocksDBMetadata:
+def _metadata(
+    sst_files: tuple[SstFile, ...], num_keys: int, cf: Mapping[str, Any] | None, version: int
+) -> RocksDBMetadata:
     cf = dict(cf or {})
     known = ("numInternalKeys", "columnFamilyMapping", "columnFamilyTypeMap", "maxColumnFamilyId")
     return RocksDBMetadata(
+        version=version,
         sst_files=sst_files,
         num_keys=num_keys,
         num_internal_keys=cf.get("numInternalKeys"),

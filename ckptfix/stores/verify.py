@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from ckptfix import layout
 from ckptfix.checkpoint import Checkpoint, StoreDir
 from ckptfix.errors import FormatError, MissingExtra
 from ckptfix.formats import filechecksum, hadoopcrc, rocksdbzip, statefile
@@ -205,10 +206,13 @@ def _zip(
     except FormatError as exc:
         return [FileProblem(rel, "corrupt", exc.path, exc.offset, exc.expected, exc.found, error_kind=exc.kind)]
     out: list[FileProblem] = []
-    if meta.version != rocksdbzip.METADATA_VERSION:  # a fact: which Spark reads it is the audit's to say
+    name = rel.rsplit("/", 1)[-1]
+    named = layout.parse_state_file(name)
+    # a fact: which Spark reads it is the audit's to say. A format-v2 zip's header is always told (Spark 4.0 reads
+    # only v2 there, every later release only v1; hunt 13: a v1 zip in a 4.0.5 v2 store failed CANNOT_READ_CHECKPOINT)
+    if meta.version != rocksdbzip.METADATA_VERSION or (named is not None and named.unique_id):
         out.append(FileProblem(rel, "zip-header", f"{display}!/metadata", 0, "v1", f"v{meta.version}"))
     bare: list[rocksdbzip.SstFile] = []  # SSTs without a Hadoop sidecar: only their own block checksums tell
-    name = rel.rsplit("/", 1)[-1]
     for sst in meta.sst_files:
         sst_name = sst.dfs_sst_file_name
         sst_rel = f"{store.rel}/SSTs/{sst_name}"

@@ -40,3 +40,56 @@ def test_repair_rebuilds_a_corrupt_snapshot_for_spark_35(tmp_path: Path) -> None
     engine.apply(plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), idle_seconds=0)
     assert audit(str(ckpt), "3.5").verdict.restarts
     assert sorted(to_json_line(r) for r in read_state(str(ckpt))) == good
+
+
+def test_a_zip_rebuilt_in_a_spark_40_format_v2_store_keeps_its_v2_header(tmp_path: Path) -> None:
+    """Hunt 13: in a format-v2 RocksDB store written by Spark 4.0.5 (every zip's metadata says ``v2``) the newest zip
+    was truncated; the repair rebuilt it with a ``v1`` header and said "will restart", and 4.0.5 failed
+    CANNOT_READ_CHECKPOINT (it reads only ``v2`` there). The rebuilt zip now has the header of the store's zips,
+    and the audit flags a ``v1`` zip there as 4.0.5 does (recorded: v2_newest_zip_header_flipped)."""
+    import zipfile
+
+    from tests.spark.damage import CASES
+
+    with tarfile.open(Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.0.5" / "agg_v2.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    part = ckpt / "state" / "0" / "0"
+    headers = {zipfile.ZipFile(z).read("metadata").split(b"\n")[0] for z in part.glob("*_*.zip")}
+    assert headers == {b"v2"}, "Spark 4.0.5 wrote every zip of a format-v2 store with a v2 header"
+    CASES["v2_newest_zip_truncated_sidecars_kept"].apply(ckpt)
+    assert not audit(str(ckpt), "4.0").verdict.restarts
+    plan, _report, unfixed = plan_repair(str(ckpt), "4.0")
+    assert unfixed == [] and plan.actions
+    engine.apply(plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), idle_seconds=0)
+    rebuilt = [a.path for a in plan.actions if a.path.endswith(".zip")]
+    assert rebuilt
+    for rel in rebuilt:
+        assert zipfile.ZipFile(ckpt / rel).read("metadata").split(b"\n")[0] == b"v2", rel
+    assert audit(str(ckpt), "4.0").verdict.restarts
+
+
+def test_every_partition_with_a_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> None:
+    """Hunt 13 (3.5.9, 4.0.5, 4.1.4): with the newest snapshot of every partition corrupt, repair rebuilt the first
+    partition's only, listed nothing as unfixed, and Spark failed on the next. Every damaged store is rebuilt now,
+    each once, and the state read afterwards is the undamaged one Spark wrote."""
+    from tests.spark.damage import CASES
+
+    def extract_agg(dest: Path) -> Path:
+        with tarfile.open(Path(__file__).resolve().parents[1] / "fixtures" / "spark-3.5.9" / "agg_hdfs.tar.gz") as tar:
+            tar.extractall(dest, filter="data")
+        return dest / "ckpt"
+
+    good = sorted(to_json_line(r) for r in read_state(str(extract_agg(tmp_path / "good"))))
+    ckpt = extract_agg(tmp_path / "bad")
+    CASES["state_snapshot_corrupt"].apply(ckpt)
+    before = audit(str(ckpt), "3.5")
+    damaged = {e.path for f in before.findings if f.severity == "error" for e in f.evidence[:1]}
+    assert not before.verdict.restarts and len(damaged) >= 2, before.findings
+    plan, _report, unfixed = plan_repair(str(ckpt), "3.5")
+    assert unfixed == []
+    snapshots = sorted(a.path for a in plan.actions if a.path.endswith(".snapshot"))
+    assert len(snapshots) == len({p.rsplit("/", 1)[0] for p in snapshots}) == len(damaged), snapshots
+    engine.apply(plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), idle_seconds=0)
+    assert audit(str(ckpt), "3.5").verdict.restarts
+    assert sorted(to_json_line(r) for r in read_state(str(ckpt))) == good

@@ -351,6 +351,33 @@ def _v2_newest_zip(damage: str) -> Callable[[Path], None]:
     return apply
 
 
+def _v2_newest_zip_header_flipped(ckpt: Path) -> None:
+    """Checkpoint format v2: partition 0's newest zip rewritten with its metadata's ``v<N>`` header flipped (v2 ->
+    v1 as Spark 4.0 writes it, v1 -> v2 as 4.1+ do), every other member as it was; its Hadoop .crc and file checksum
+    dropped (as on an object store). What a tool that rebuilt the zip with the wrong header leaves (hunt 13)."""
+    part = state_partitions(ckpt)[0]
+    zips = sorted(
+        (int(m.group(1)), p) for p in part.iterdir() if (m := re.fullmatch(r"([0-9]+)_[0-9a-f-]+\.zip", p.name))
+    )
+    if not zips:
+        raise SkipCase("no v2 zip in partition 0")
+    path = zips[-1][1]
+    with zipfile.ZipFile(path) as zf:
+        members = [(info, zf.read(info)) for info in zf.infolist()]
+    out = []
+    for info, data in members:
+        if info.filename == "metadata":
+            head, _, rest = data.partition(b"\n")
+            data = (b"v1" if head == b"v2" else b"v2") + b"\n" + rest
+        out.append((info, data))
+    path.unlink()
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for info, data in out:
+            zf.writestr(info, data)
+    rewrite(path, path.read_bytes(), drop_crc=True)
+    (path.parent / f"{path.name}.crc").unlink(missing_ok=True)
+
+
 def _v2_newest_changelog(damage: str) -> Callable[[Path], None]:
     """Checkpoint format v2: partition 0's newest changelog (``<v>_<uid>.changelog``, the one the commit log names
     last) damaged: one byte flipped in its middle (``flipped``: its Hadoop .crc dropped, and its 4.2+ file
@@ -1851,6 +1878,13 @@ _CASES = [
         "agg_v2",
         _v2_newest_zip("emptied"),
         "format v2: partition 0's newest zip emptied, its Hadoop .crc and (4.1+) file checksum kept",
+        versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
+    ),
+    DamageCase(
+        "v2_newest_zip_header_flipped",
+        "agg_v2",
+        _v2_newest_zip_header_flipped,
+        "format v2: partition 0's newest zip rewritten with its metadata header flipped (v2 <-> v1), sidecars dropped",
         versions=frozenset({"4.0", "4.1", "4.2", "4.3"}),
     ),
     DamageCase(
