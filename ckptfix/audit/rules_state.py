@@ -56,6 +56,18 @@ PARTITIONS_MISMATCH = define(
     "the session's value on restart; directories beyond it are never read.",
     "Do not try to change the number of partitions by editing files; extra directories can be archived.",
 )
+PROVIDER_EDITED = define(
+    "CONF-PROVIDER-EDITED",
+    "error",
+    "The latest offset file's state store provider is not the one the state was written by",
+    "Spark restores spark.sql.streaming.stateStore.providerClass from the latest offset file and carries it unchanged "
+    "from batch to batch; a checkpoint cannot change provider (`ckptfix migrate provider` converts the state and "
+    "starts a new log). A provider of another kind than the previous offset file's, while every state file is the "
+    "previous provider's, is an edit of the offset file: the first batch loads the state with the wrong provider "
+    "and fails on a file it never wrote.",
+    "Write the previous offset file's provider back into the latest one: `ckptfix repair` does (no batch re-runs). "
+    "To change the provider, convert the state: `ckptfix migrate provider`.",
+)
 SHUFFLE_EDITED = define(
     "CONF-SHUFFLE-PARTITIONS-EDITED",
     "error",
@@ -868,6 +880,65 @@ class ShuffleEdit:
     edited: int
 
 
+@dataclass(frozen=True)
+class ProviderEdit:
+    batch: int  # the latest offset file, which was edited
+    state: str  # the provider class the previous offset file records (the one the state files are written by)
+    edited: str  # the one offsets/<batch> records
+
+
+def provider_edit(ctx: AuditContext) -> ProviderEdit | None:
+    """The edited state store provider of the latest offset file, if that is what it is (memoized per audit): its
+    providerClass is of another kind (HDFS, RocksDB) than the previous offset file's, and every operator's files
+    are the previous kind's. Spark carries the provider unchanged from batch to batch (it is one of the confs a
+    restart restores from the offset log), so only an edit changes it (hunt 13: such a checkpoint got "4.zip is
+    missing ... only a new checkpoint")."""
+    key = ("provider-edit",)
+    if key not in ctx.memo:
+        ctx.memo[key] = _provider_edit(ctx)
+    found: ProviderEdit | None = ctx.memo[key]
+    return found
+
+
+def _provider_edit(ctx: AuditContext) -> ProviderEdit | None:
+    L, entry = ctx.latest_offset, ctx.latest_offset_file
+    if not L or entry is None or entry.metadata is None or L - 1 not in ctx.ckpt.offsets.files:
+        return None
+    previous, _ = ctx.offset_or_error(L - 1)
+    if previous is None or previous.metadata is None:
+        return None
+    now, before = entry.metadata.conf.get(providers.PROVIDER_CONF), previous.metadata.conf.get(providers.PROVIDER_CONF)
+    if not now or not before or now == before:
+        return None
+    new_kind, old_kind = providers.known(now), providers.known(before)
+    if new_kind is None or old_kind is None or new_kind == old_kind:
+        return None
+    ops = [op for op in ctx.ckpt.state.operators.values() if op.partitions]
+    if not ops or any(providers.layout_of(op) != old_kind for op in ops):
+        return None
+    return ProviderEdit(L, before, now)
+
+
+@check
+def provider_edited(ctx: AuditContext) -> Iterator[Finding]:
+    edit = provider_edit(ctx)
+    if edit is None:
+        return
+    ck, L = ctx.ckpt, edit.batch
+    short = {c: c.rsplit(".", 1)[-1] for c in (edit.state, edit.edited)}
+    yield PROVIDER_EDITED.finding(
+        f"offsets/{L} records the state store provider {short[edit.edited]}, but offsets/{L - 1} records "
+        f"{short[edit.state]} and every state file is {short[edit.state]}'s: the offset file was edited. Spark "
+        f"restores the provider from offsets/{L} and loads the state with {short[edit.edited]}, which finds none of "
+        "its files (the STATE-* findings that follow are that load, not lost state)",
+        [
+            Evidence(ck.display(f"offsets/{L}"), expected=edit.state, found=edit.edited),
+            Evidence(ck.display(f"offsets/{L - 1}"), note=f"{providers.PROVIDER_CONF}={edit.state}"),
+        ],
+        stage=60,  # listed before the failed loads it causes (the verdict is theirs: Spark's error is the load's)
+    )
+
+
 def shuffle_edit(ctx: AuditContext) -> ShuffleEdit | None:
     """The edited shuffle-partition count of the latest offset file, if that is what it is (memoized per audit):
     it differs from the previous offset file's, and every hash-partitioned operator's directories are the previous
@@ -1081,9 +1152,22 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     stage=70,
                 )
             else:
-                yield _as_finding(_with_rollback_fix(ctx, problem), stage=70)
+                yield _as_finding(_edited_provider_fix(ctx, _with_rollback_fix(ctx, problem)), stage=70)
     if ctx.deep:
         yield from _deep_state(ctx)
+
+
+def _edited_provider_fix(ctx: AuditContext, problem: Problem) -> Problem:
+    """Under an edited provider (CONF-PROVIDER-EDITED) a store's "missing" files are the other provider's: the fix
+    is the edit's, not a backup or a new checkpoint."""
+    edit = provider_edit(ctx)
+    if edit is None:
+        return problem
+    return replace(
+        problem,
+        fix=f"Nothing is lost: offsets/{edit.batch}'s state store provider was edited (CONF-PROVIDER-EDITED), and "
+        "Spark looks for the other provider's files. `ckptfix repair` writes the provider back.",
+    )
 
 
 _STATE_FILE_VERSION = re.compile(r"/(\d+)(?:_[0-9a-fA-F-]+)?\.(?:delta|changelog|zip|snapshot)$")

@@ -775,6 +775,34 @@ def restore_shuffle_partitions(fc: FixContext, finding: Finding) -> list[str]:
     return [f"Spark restarts with the state's {edit.state} partitions; no batch re-runs because of this change"]
 
 
+@fixes("CONF-PROVIDER-EDITED")
+def restore_provider(fc: FixContext, finding: Finding) -> list[str]:
+    """Write the state's provider (the previous offset file's) back into offsets/L: the edit is undone and no batch
+    re-runs (hunt 13: the audit said the state was lost)."""
+    from ckptfix.audit.rules_state import provider_edit
+    from ckptfix.stores.provider import PROVIDER_CONF
+
+    ck = fc.ckpt
+    edit = provider_edit(fc.audit)
+    cur = None if edit is None else _readable_offset(fc, edit.batch)
+    if edit is None or cur is None or cur.metadata is None:
+        raise CannotFix("the latest offset file records the state's provider (the checkpoint changed?)")
+    rel = ck.offsets.files[edit.batch]
+    if fc.builder.touches(rel):
+        if any(a.path == rel and a.op == "delete" for a in fc.builder.actions):
+            return []  # batch L is planned again from offsets/L-1, which records the state's provider
+        raise CannotFix(f"another fix rewrites offsets/{edit.batch}; apply it and run repair again")
+    conf = {**cur.metadata.conf, PROVIDER_CONF: edit.state}
+    fc.builder.write(
+        rel,
+        offsetlog.dump(replace(cur, metadata=replace(cur.metadata, conf=conf))),
+        f"conf {PROVIDER_CONF}={edit.state}, as offsets/{edit.batch - 1} and the state files show (it read "
+        f"{edit.edited})",
+        finding.rule_id,
+    )
+    return ["Spark loads the state with the provider that wrote it; no batch re-runs because of this change"]
+
+
 # -- META-MISSING / META-UNREADABLE (R7) -----------------------------------------------------
 
 

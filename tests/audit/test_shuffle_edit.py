@@ -68,3 +68,28 @@ def test_a_missing_directory_beyond_the_edited_count_is_no_crash(tmp_path: Path)
     report = audit(str(ckpt), "4.3")
     (edited,) = [f for f in report.findings if f.rule_id == "CONF-SHUFFLE-PARTITIONS-EDITED"]
     assert "records spark.sql.shuffle.partitions=2, but offsets/6 records 5" in edited.message
+
+
+def test_an_edited_provider_is_named_as_such_and_written_back(tmp_path: Path) -> None:
+    """Hunt 13: offsets/L's providerClass edited from HDFS to RocksDB (recorded on 3.5.9-4.3.0: Spark fails on a
+    changelog it never wrote). The audit said "4.zip is missing ... only a new checkpoint"; it names the edit, the
+    failed loads say nothing is lost, and the repair writes HDFS back (the live proof: test_fixes_spark,
+    provider_edited)."""
+    ckpt = extract(tmp_path / "x")
+    want = rows(ckpt)
+    CASES["offset_latest_provider_rocksdb_two_operators"].apply(ckpt)
+    report = audit(str(ckpt), "4.3")
+    assert not report.verdict.restarts
+    first = report.findings[0]
+    assert first.rule_id == "CONF-PROVIDER-EDITED", [f.rule_id for f in report.findings]
+    assert "the offset file was edited" in first.message
+    chains = [f for f in report.findings if f.rule_id.startswith("STATE-")]
+    assert chains and all(f.fix.startswith("Nothing is lost") for f in chains), [f.fix for f in chains]
+    plan, _report, unfixed = plan_repair(str(ckpt), "4.3")
+    assert unfixed == [] and [a.path for a in plan.actions] == [
+        f"offsets/{max(int(p.name) for p in (ckpt / 'offsets').iterdir() if p.name.isdigit())}"
+    ]
+    engine.apply(plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), idle_seconds=0)
+    after = audit(str(ckpt), "4.3")
+    assert after.verdict.restarts and not [f for f in after.findings if f.severity == "error"]
+    assert rows(ckpt) == want

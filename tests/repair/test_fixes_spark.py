@@ -65,6 +65,9 @@ LIVE: dict[str, Live] = {
         "offset_latest_shuffle_partitions_edited_up", "1.delta does not exist", 0, "no batch re-runs"
     ),
     "shuffle_edited_down": Live("offset_latest_shuffle_partitions_edited_down", None, 0, "no batch re-runs"),
+    # the state store provider edited in offsets/L (HDFS state, RocksDB named; hunt 13): the audit said the state was
+    # lost; the repair writes the previous provider back, no batch re-runs
+    "provider_edited": Live("offset_latest_provider_rocksdb_two_operators", "does not exist", 0, "no batch re-runs"),
     # batch 6's file (5 rows) reaches the sink again under batch id 6
     "offset_deleted": Live("latest_offset_deleted", "CONCURRENT_STREAM_LOG_UPDATE", 5, "1 input file(s)"),
     "offset_empty": Live("offset_latest_empty", "Incomplete log file", 5, "1 input file(s)"),
