@@ -126,18 +126,32 @@ def batch_history(ckpt: Checkpoint) -> list[BatchRecord]:
     return out
 
 
+#: epoch milliseconds below this are before 1973-03-03: a number that small is epoch seconds, not milliseconds
+_SECONDS_LOOKALIKE = 100_000_000_000
+
+
 def parse_time(text: str | int | dt.datetime, option: str = "--to-time") -> int:
     """A point in time as epoch milliseconds: an ISO 8601 time with its zone (``2026-11-27T10:00:00Z``,
     ``2026-11-27 11:00+01:00``), a timezone-aware ``datetime``, or epoch milliseconds. A time without a zone is
-    refused: the offset log's times are UTC, and guessing the zone could pick another batch."""
-    if isinstance(text, int):
-        return text
+    refused (the offset log's times are UTC, and guessing the zone could pick another batch), and so is a number
+    that reads as epoch seconds (new-user trial 4: seconds were taken as milliseconds of 1970)."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, dt.datetime)):
+        raise UsageError(
+            f"{option}: expected an ISO 8601 string with its zone, a timezone-aware datetime or epoch milliseconds "
+            f"(int), found {type(text).__name__} {text!r}"
+        )
     if isinstance(text, dt.datetime):
         when = text
     else:
-        raw = text.strip()
+        raw = str(text).strip()
         if raw.isdigit():
-            return int(raw)
+            ms = int(raw)
+            if ms < _SECONDS_LOOKALIKE:
+                raise UsageError(
+                    f"{option} {text}: expected epoch milliseconds, found a number that reads as epoch seconds "
+                    f"({iso_ms(ms * 1000)} as seconds, {iso_ms(ms)} as milliseconds): give {ms * 1000} or an ISO time"
+                )
+            return ms
         try:
             when = dt.datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
         except ValueError:
@@ -153,12 +167,20 @@ def parse_time(text: str | int | dt.datetime, option: str = "--to-time") -> int:
 
 
 def batch_at(ckpt: Checkpoint, when_ms: int, option: str = "--to-time") -> BatchRecord:
-    """The newest committed batch planned at or before ``when_ms`` (its offset file's batchTimestampMs): what a
-    rollback "to a time" keeps. Raises :class:`UsageError` naming the oldest batch kept when none is that old."""
+    """The batch a rollback "to a time" keeps: the newest committed batch before the first batch planned after
+    ``when_ms`` (offset files' batchTimestampMs). Batches are kept as a prefix: where the recorded times go
+    backwards (clock skew, a restart on another driver), a later batch with an earlier time is not kept past one
+    planned after ``when_ms`` (new-user trial 4). Raises :class:`UsageError` naming the oldest batch kept when none
+    is that old."""
     history = batch_history(ckpt)
-    fit = [r for r in history if r.committed and r.timestamp_ms is not None and r.timestamp_ms <= when_ms]
-    if fit:
-        return fit[-1]
+    kept: BatchRecord | None = None
+    for r in history:
+        if r.timestamp_ms is None or r.timestamp_ms > when_ms:
+            break
+        if r.committed:
+            kept = r
+    if kept is not None:
+        return kept
     dated = [r for r in history if r.committed and r.timestamp_ms is not None]
     found = (
         f"the oldest committed batch the offset log keeps, {dated[0].batch}, was planned at {dated[0].started}"
@@ -168,6 +190,18 @@ def batch_at(ckpt: Checkpoint, when_ms: int, option: str = "--to-time") -> Batch
     raise UsageError(
         f"{option}: expected a committed batch planned at or before {iso_ms(when_ms)}, found none: {found}"
     )
+
+
+def committed_after(ckpt: Checkpoint, batch: int, when_ms: int) -> str | None:
+    """When batch's commit file was last written, if after ``when_ms`` (its modification time: a batch planned
+    before a deploy may have been run and committed by the code deployed after it; new-user trial 4). None when it
+    was not, or the store gives no time."""
+    entry = ckpt.entries.get(ckpt.commits.path_of(batch)) if batch in ckpt.commits.files else None
+    mtime = getattr(entry, "mtime", None)
+    if mtime is None:
+        return None
+    ms = int(mtime * 1000)
+    return iso_ms(ms) if ms > when_ms else None
 
 
 @dataclass

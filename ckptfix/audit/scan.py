@@ -33,10 +33,14 @@ class Scanned:
 
     @property
     def status(self) -> str:
-        """``restarts``, ``fails``, ``unknown`` (ckptfix cannot tell) or ``unreadable`` (not audited)."""
+        """``restarts``, ``wrong`` (restarts, but with silently wrong results: the verdict's hazards), ``fails``,
+        ``unknown`` (ckptfix cannot tell) or ``unreadable`` (not audited)."""
         if self.report is None:
             return "unreadable"
-        return {True: "restarts", False: "fails", None: "unknown"}[self.report.verdict.restarts]
+        v = self.report.verdict
+        if v.restarts and v.hazards:
+            return "wrong"  # new-user trial 4: such a checkpoint was "OK" in the scan
+        return {True: "restarts", False: "fails", None: "unknown"}[v.restarts]
 
 
 @dataclass
@@ -50,7 +54,7 @@ class ScanReport:
         return any(c.fails(fail_on, ignore) for c in self.checkpoints)
 
     def counts(self) -> dict[str, int]:
-        out = {"restarts": 0, "fails": 0, "unknown": 0, "unreadable": 0}
+        out = {"restarts": 0, "wrong": 0, "fails": 0, "unknown": 0, "unreadable": 0}
         for c in self.checkpoints:
             out[c.status] += 1
         return out

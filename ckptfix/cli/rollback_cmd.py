@@ -89,11 +89,24 @@ def rollback(
         raise UsageError("give --to-batch N or --to-time TIME (one of them)")
     if to_time is not None:
         from ckptfix.checkpoint import Checkpoint
-        from ckptfix.inspect import batch_at, parse_time
+        from ckptfix.inspect import batch_at, committed_after, parse_time
 
-        chosen = batch_at(Checkpoint.open(checkpoint, opts), parse_time(to_time))
+        ckpt = Checkpoint.open(checkpoint, opts)
+        when = parse_time(to_time)
+        chosen = batch_at(ckpt, when)
         to_batch = chosen.batch
-        note(quiet, f"--to-time {to_time}: batch {to_batch}, planned at {chosen.started}, the newest committed by then")
+        note(
+            quiet,
+            f"--to-time {to_time}: batch {to_batch}, planned at {chosen.started} (the newest committed batch "
+            "planned by then, all before it too)",
+        )
+        late = committed_after(ckpt, to_batch, when)
+        if late is not None:
+            note(
+                quiet,
+                f"note: commits/{to_batch} was written at {late}, after {to_time} (its file's time): if a deploy "
+                f"came in between, the new code may have run batch {to_batch}; --to-batch {to_batch - 1} drops it",
+            )
     assert to_batch is not None
     result = plan_rollback(
         checkpoint,

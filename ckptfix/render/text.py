@@ -83,7 +83,12 @@ def report(r: Report, console: Console) -> None:
         console.print(f"skipped {s.rule_id}: {s.reason}", highlight=False)
 
 
-_SCAN_HEAD = {"fails": ("FAILS", "bold red"), "unknown": ("UNKNOWN", "bold yellow"), "restarts": ("OK", "bold green")}
+_SCAN_HEAD = {
+    "fails": ("FAILS", "bold red"),
+    "wrong": ("WRONG", "bold red"),
+    "unknown": ("UNKNOWN", "bold yellow"),
+    "restarts": ("OK", "bold green"),
+}
 
 
 def scan(s: ScanReport, console: Console, ignore: Sequence[str] = (), flags: str = "") -> None:
@@ -92,6 +97,8 @@ def scan(s: ScanReport, console: Console, ignore: Sequence[str] = (), flags: str
     ignore = [i.upper() for i in ignore]
     counts = s.counts()
     parts = [f"{counts['fails']} will fail", f"{counts['unknown']} cannot tell", f"{counts['restarts']} will restart"]
+    if counts["wrong"]:
+        parts.insert(1, f"{counts['wrong']} will restart with silently wrong results")
     if counts["unreadable"]:
         parts.append(f"{counts['unreadable']} could not be audited")
     n = len(s.checkpoints)
@@ -120,8 +127,11 @@ def scan(s: ScanReport, console: Console, ignore: Sequence[str] = (), flags: str
         if n_ignored := sum(f.rule_id in ignore for f in r.findings):
             sev.append(f"{n_ignored} ignored")
         tail = "; ".join(x for x in (said, ", ".join(sev)) if x)
-        if c.status == "restarts" and v.hazards:
-            tail = "; ".join(x for x in (tail, f"{len(v.hazards)} silent hazard(s)") if x)
+        if c.status == "wrong":
+            silent = ", ".join(dict.fromkeys(f.rule_id for f in r.findings if f.silent and f.severity == "error"))
+            tail = "; ".join(x for x in (f"restarts, silently wrong ({silent})", tail) if x)
+        if v.restarts and v.assumptions:  # what "restarts" takes for granted (new-user trial 4: it was dropped)
+            tail = "; ".join(x for x in (tail, f"assuming {'; '.join(v.assumptions)}") if x)
         styled(console, style, f"{head:<8}", f" {c.url}" + (f"  {tail}" if tail else ""))
     first = next((c for c in s.checkpoints if c.report is not None and c.status != "restarts"), None)
     if first is not None:

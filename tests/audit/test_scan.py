@@ -59,7 +59,13 @@ def test_scan_finds_every_checkpoint_and_agrees_with_spark_on_each(tmp_path: Pat
         assert_verdict_agrees(c.report, rec["ok"], text, rec.get("rows_ok"), context)
         assert c.status == ("restarts" if rec["ok"] else "fails")
     failing = sum(not r["ok"] for _, _, r in expected.values())
-    assert result.counts() == {"restarts": len(expected) - failing, "fails": failing, "unknown": 0, "unreadable": 0}
+    assert result.counts() == {
+        "restarts": len(expected) - failing,
+        "wrong": 0,
+        "fails": failing,
+        "unknown": 0,
+        "unreadable": 0,
+    }
     assert result.fails("error")
 
 
@@ -178,3 +184,38 @@ def test_scan_on_s3_agrees_with_the_local_scan(tmp_path: Path, s3_bucket: Any) -
         assert r.report is not None and l_.report is not None
         assert [f.rule_id for f in r.report.findings] == [f.rule_id for f in l_.report.findings]
         assert r.report.verdict.headline == l_.report.verdict.headline
+
+
+def test_wrong_results_assumptions_and_odd_entries(tmp_path: Path) -> None:
+    """New-user trial 4: a checkpoint Spark restarts with silently wrong results was "OK"; a stateful one whose
+    state/ is gone was "OK" without the audit's "assuming stateless"; a FIFO or a link loop anywhere under the prefix
+    stopped the whole scan (exit 2, no line for any checkpoint)."""
+    import tarfile
+
+    from tests.spark.damage import CASES
+
+    fixture = ROOT / "tests" / "fixtures" / "spark-4.3.0" / "agg_hdfs.tar.gz"
+    for name in ("edited", "no-state"):
+        with tarfile.open(fixture) as tar:
+            tar.extractall(tmp_path / name, filter="data")
+    # recorded on 3.5.9-4.3.0: Spark restarts and counts wrong
+    CASES["offset_latest_shuffle_partitions_edited_down"].apply(tmp_path / "edited" / "ckpt")
+    shutil.rmtree(tmp_path / "no-state" / "ckpt" / "state")
+    os.mkfifo(tmp_path / "a-fifo")
+    (tmp_path / "a-loop").symlink_to("a-loop")
+    (tmp_path / "up").symlink_to("..")
+    proc = run_cli("scan", str(tmp_path), "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    got = {c["checkpoint"]: c for c in doc["checkpoints"]}
+    assert set(got) == {str(tmp_path / n / "ckpt") for n in ("edited", "no-state")}
+    edited, gone = got[str(tmp_path / "edited" / "ckpt")], got[str(tmp_path / "no-state" / "ckpt")]
+    assert (edited["status"], edited["restarts"]) == ("wrong", True)
+    assert gone["status"] == "restarts" and gone["report"]["verdict"]["assumptions"]
+    assert doc["counts"]["wrong"] == 1
+    text = run_cli("scan", str(tmp_path), env={**os.environ, "COLUMNS": "300"}).stdout
+    assert "1 will restart with silently wrong results" in text.splitlines()[0], text
+    line = next(x for x in text.splitlines() if x.startswith("WRONG"))
+    assert "restarts, silently wrong (CONF-SHUFFLE-PARTITIONS-EDITED)" in line, line
+    line = next(x for x in text.splitlines() if x.startswith("OK"))
+    assert "assuming its query is stateless" in line, line

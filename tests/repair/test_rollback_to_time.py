@@ -93,3 +93,39 @@ def test_inspect_batches_lists_every_offset_file(agg: Path) -> None:
     text = run_cli("inspect", str(agg), "--batches", env={**os.environ, "COLUMNS": "250"}).stdout
     assert _shown(planned[1]) in text
     assert json.loads(run_cli("inspect", str(agg), "--format", "json").stdout)["batches"] is None
+
+
+def test_batches_are_kept_as_a_prefix_when_recorded_times_go_backwards(agg: Path) -> None:
+    """New-user trial 4: a later batch whose recorded time is earlier (clock skew, another driver) was kept, and
+    with it every batch planned after the time asked."""
+    planned = _planned_ms(agg)
+    last = max(planned)
+    f = agg / "offsets" / str(last)
+    lines = f.read_text().splitlines()
+    meta = json.loads(lines[1])
+    meta["batchTimestampMs"] = planned[0]  # the newest batch claims the oldest time
+    f.write_text("\n".join([lines[0], json.dumps(meta), *lines[2:]]))
+    (agg / "offsets" / f".{last}.crc").unlink(missing_ok=True)
+    assert _plan(str(agg), "--to-time", _iso(planned[1])) == _plan(str(agg), "--to-batch", "1")
+
+
+def test_a_commit_written_after_the_time_is_noted(agg: Path) -> None:
+    planned = _planned_ms(agg)
+    when = planned[1] + 1
+    late = (when + 60_000) / 1000
+    os.utime(agg / "commits" / "1", (late, late))
+    proc = run_cli("rollback", str(agg), "--to-time", str(when), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert "note: commits/1 was written at " in proc.stderr and "--to-batch 0 drops it" in proc.stderr, proc.stderr
+
+
+def test_a_number_that_reads_as_seconds_or_another_type_is_refused(agg: Path) -> None:
+    seconds = run_cli("rollback", str(agg), "--to-time", "1795371270", "--force")
+    assert (
+        seconds.returncode == 2
+        and "reads as epoch seconds" in seconds.stderr
+        and "give 1795371270000" in (seconds.stderr)
+    ), seconds.stderr
+    for bad in (1.5, dt.date(2026, 1, 1), True):
+        with pytest.raises(UsageError, match="to_time: expected an ISO 8601 string"):
+            ckptfix.plan_rollback(agg, to_time=bad, force=True)  # type: ignore[arg-type]
