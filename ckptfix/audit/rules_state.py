@@ -501,6 +501,17 @@ class StoreCheck:
     def gap_fix(self, rel: str) -> str:
         """What to do about a missing delta/changelog: the changes it held are nowhere else, so no rebuild brings
         version N back; the newest version this store still loads names the batch to roll back to."""
+        name = rel.rsplit("/", 1)[-1]
+        named = layout.parse_state_file(name)
+        if named is not None and not self.ctx.ckpt.state_format_v2():
+            renamed = [
+                r for (kind, v, uid), r in self.store.files.items() if uid and kind == named.kind and v == named.version
+            ]
+            if renamed:  # hunt 13: "in no other file", while the file was there under a format-v2 name
+                return (
+                    f"It is there as {renamed[0]}, a format-v2 name this format-v1 checkpoint does not read "
+                    f"(STATE-FILE-V2-NAME): rename it to {name}; `ckptfix repair` does."
+                )
         older = [v for v in chains.loadable_versions(self.store, self.provider) if v < self.N]
         head = f"Restore {rel} from a backup: the changes it held are in no other file, so no rebuild brings back"
         head += f" version {self.N}."
@@ -740,16 +751,31 @@ def _all_state_files(ctx: AuditContext) -> dict[tuple[str, int, str | None], str
 def state_v2_names_in_v1(ctx: AuditContext) -> Iterator[Finding]:
     """Zips with a unique id in their names in a checkpoint of format v1 (damage hunt 8, H5): the snapshot listing
     of Spark's v1 load parses every zip name as a version. Changelogs with such names the chain rules see as
-    missing (:func:`ckptfix.stores.chain.plan` reads v1 names only where a store has them)."""
+    missing (:func:`ckptfix.stores.chain.plan` reads v1 names only where a store has them); they are named here too,
+    without Spark's error, which is the chain's "does not exist" (hunt 13: the text said the changes were lost)."""
     ck = ctx.ckpt
     if ctx.state_version <= 0 or ck.state_format_v2():
         return
+    logs_named = False
     for op in sorted(ck.state.operators.values(), key=lambda o: o.operator):
         n, _ = expected_partitions(ctx, op)
         for part, stores in sorted(op.partitions.items()):
             if n is not None and part >= n:
                 continue  # never loaded
             for _name, store in sorted(stores.items()):
+                logs = sorted(rel for (kind, _, uid), rel in store.files.items() if kind == "changelog" and uid)
+                if logs and not logs_named:
+                    logs_named = True
+                    name = logs[0].rsplit("/", 1)[-1]
+                    canonical = f"{name.split('_', 1)[0]}.changelog"
+                    yield V2_NAME_IN_V1.finding(
+                        f"{logs[0]} has a format-v2 name in a checkpoint of format v1: Spark reads {canonical} and "
+                        "does not see it",
+                        [Evidence(ck.display(logs[0]), expected=canonical, found=name)]
+                        + [Evidence(ck.display(r), note="also v2-named") for r in logs[1:4]],
+                        fix=f"Rename it to {store.rel}/{canonical} (`ckptfix repair` does)",
+                        stage=60,
+                    )
                 named = sorted(rel for (kind, _, uid), rel in store.files.items() if kind == "zip" and uid)
                 if not named:
                     continue

@@ -68,6 +68,10 @@ LIVE: dict[str, Live] = {
     # the state store provider edited in offsets/L (HDFS state, RocksDB named; hunt 13): the audit said the state was
     # lost; the repair writes the previous provider back, no batch re-runs
     "provider_edited": Live("offset_latest_provider_rocksdb_two_operators", "does not exist", 0, "no batch re-runs"),
+    # a format-v1 store's newest changelog / zip renamed <v>_<uuid>.* (hunt 13: "the changes are in no other file",
+    # and no fix renamed it): the repair gives it its version name back, nothing re-runs
+    "v2_named_changelog": Live("v1_newest_changelog_renamed_v2", "8.changelog does not exist", 0, "no batch re-runs"),
+    "v2_named_zip": Live("v1_newest_zip_renamed_v2", "NumberFormatException", 0, "no batch re-runs"),
     # batch 6's file (5 rows) reaches the sink again under batch id 6
     "offset_deleted": Live("latest_offset_deleted", "CONCURRENT_STREAM_LOG_UPDATE", 5, "1 input file(s)"),
     "offset_empty": Live("offset_latest_empty", "Incomplete log file", 5, "1 input file(s)"),
