@@ -46,6 +46,14 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
     store = _store_of(fc, finding)
     if f"rebuilt:{store.rel}" in fc.covered:
         return []
+    unreadable = _unreadable_checksum_file(fc, store, finding)
+    if unreadable is not None:
+        # Spark parses a checksum file before the file it covers and fails on one it cannot parse; without one it
+        # loads the file unchecked (hunt 13: 4.1.4, 4.2.1 restarted right once the empty file was gone, where the
+        # repair tried a rebuild, failed on that file, and advised a rollback)
+        why = "a checksum file Spark cannot parse (it loads the file it covers without one)"
+        fc.builder.delete(unreadable, why, finding.rule_id)
+        return [f"Spark loads {unreadable.removesuffix('.crc')} without a checksum file; no batch re-runs"]
     mark = fc.builder.mark()
     sel = None
     try:
@@ -74,6 +82,21 @@ def rebuild_snapshot(fc: FixContext, finding: Finding) -> list[str]:
         f"{store.rel}: Spark loads state version {N} from a snapshot ckptfix writes from {result.chain} "
         f"({result.keys} key{'' if result.keys == 1 else 's'}; {RULE}); no batch re-runs"
     ]
+
+
+def _unreadable_checksum_file(fc: FixContext, store: StoreDir, finding: Finding) -> str | None:
+    """The Spark 4.x checksum file (``<file>.crc``) the finding names, when it does not parse; None otherwise."""
+    from ckptfix.formats import filechecksum
+
+    for rel in store.checksums.values():
+        if not any(e.path == fc.ckpt.display(rel) for e in finding.evidence):
+            continue
+        try:
+            filechecksum.parse(fc.ckpt.read(rel), fc.ckpt.display(rel))
+        except FormatError:
+            return rel
+        return None
+    return None
 
 
 def _otherwise(fc: FixContext, sel: Any, store: StoreDir, N: int) -> str:

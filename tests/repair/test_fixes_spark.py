@@ -72,6 +72,11 @@ LIVE: dict[str, Live] = {
     # and no fix renamed it): the repair gives it its version name back, nothing re-runs
     "v2_named_changelog": Live("v1_newest_changelog_renamed_v2", "8.changelog does not exist", 0, "no batch re-runs"),
     "v2_named_zip": Live("v1_newest_zip_renamed_v2", "NumberFormatException", 0, "no batch re-runs"),
+    # format v2: the newest changelog's Spark checksum file emptied (hunt 13: the repair tried a rebuild, failed on that
+    # file and advised a rollback); the repair deletes the checksum file, Spark loads the changelog unchecked
+    "checksum_file_emptied": Live(
+        "v2_newest_changelog_checksum_emptied", "No content to map due to end-of-input", 0, "no batch re-runs"
+    ),
     # batch 6's file (5 rows) reaches the sink again under batch id 6
     "offset_deleted": Live("latest_offset_deleted", "CONCURRENT_STREAM_LOG_UPDATE", 5, "1 input file(s)"),
     "offset_empty": Live("offset_latest_empty", "Incomplete log file", 5, "1 input file(s)"),
