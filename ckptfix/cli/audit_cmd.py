@@ -92,6 +92,12 @@ def audit(
             query=query,
             session_conf=session_conf,
         )
+    from ckptfix.repair.engine import interrupted_run
+    from ckptfix.storage import Location
+
+    stopped = interrupted_run(Location(report.checkpoint, opts))
+    if stopped is not None:
+        report.facts["interrupted_run"] = stopped
     if query is not None:
         report.facts["against"] = {
             "query": query.spec,
@@ -104,6 +110,10 @@ def audit(
         emit(jsonout.report(report, ignore))
     else:
         text.report(report, out())
+        if stopped is not None:
+            from ckptfix.render.text import styled
+
+            styled(out(), "bold yellow", "\nINTERRUPTED RUN", f": {stopped}")
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     ignored = report.ignored(ignore)
     note(

@@ -692,6 +692,20 @@ def check_not_applied(ckpt: Location, plan: Plan, backup: Location) -> None:
             continue
 
 
+def interrupted_run(ckpt: Location) -> str | None:
+    """What :func:`check_no_pending_run` says of a run that stopped part way in the checkpoint's own backup
+    location (and the ones it points to), for the audit to show (new-user trial 4: after a crash mid-apply the audit
+    called the half-applied logs a hand rollback and advised a repair that then refused); None when there is none
+    or the journal cannot be read (``history`` says why)."""
+    try:
+        check_no_pending_run(ckpt, Location(default_backup_url(ckpt.url), ckpt.storage_options))
+    except RunInterrupted as exc:
+        return str(exc).removesuffix("; then run this command again")
+    except (CkptfixError, OSError):
+        return None
+    return None
+
+
 def check_no_pending_run(ckpt: Location, backup: Location) -> None:
     """Every run starts here (``repair``, ``apply``, ``rollback``, ``state ...``, ``migrate ...`` with --apply):
     refuse while an earlier run on this checkpoint stopped part way (its files are half the old state, half the

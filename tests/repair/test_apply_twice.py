@@ -53,3 +53,20 @@ def test_the_cli_says_so_for_a_saved_plan_and_for_resume(tmp_path: Path) -> None
     assert resumed.stdout.startswith("now: Spark 4.3 will restart this checkpoint"), resumed.stdout
     doc = json.loads(run_cli("apply", "--resume", str(ckpt), "--idle-seconds", "0", "-f", "json").stdout)
     assert doc["already_complete"] is True and doc["applied_run"]
+
+
+def test_the_audit_names_a_run_that_stopped_part_way(tmp_path: Path) -> None:
+    """New-user trial 4: after a crash mid-apply the audit described the half-applied logs as a hand rollback and
+    advised a repair that then refused; it names the interrupted run and how to finish or undo it."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(SAMPLE.parent / "rocksdb-changelog", ckpt)
+    crashed = run_cli("rollback", str(ckpt), "--to-batch", "8", "--apply", "--idle-seconds", "0", crash_after=3)
+    assert crashed.returncode not in (0, 1, 2), crashed.stderr  # killed part way
+    shown = run_cli("audit", str(ckpt), "--quiet")
+    assert "INTERRUPTED RUN: " in shown.stdout and f"`ckptfix apply --resume {ckpt} --run " in shown.stdout, (
+        shown.stdout
+    )
+    doc = json.loads(run_cli("audit", str(ckpt), "--format", "json").stdout)
+    assert "stopped part way" in doc["facts"]["interrupted_run"]
+    assert run_cli("apply", "--resume", str(ckpt), "--idle-seconds", "0").returncode in (0, 1)
+    assert "interrupted_run" not in json.loads(run_cli("audit", str(ckpt), "--format", "json").stdout)["facts"]
