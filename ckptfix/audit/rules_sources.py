@@ -122,11 +122,22 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
         if missing:
             err = _some_missing(needed, missing)
             names = [f"{log.rel}/{b}{'.compact' if is_compaction_batch(b, interval) else ''}" for b in missing]
+            beyond = log.latest is None or all(b > log.latest for b in missing)
+            fix = None
+            if beyond and L - 1 in ck.commits.files and L - 1 in ck.offsets.files:
+                # no entry after the missing ones: they may never have existed, offsets/L edited past the log (hunt
+                # 13: "restore from a backup" for entries nobody lost, and a rollback command without its batch)
+                fix = (
+                    f"Restore {', '.join(names[:3])} from a backup; if none was lost (offsets/{L} names entries past "
+                    f"the newest the log ever had, as an edit of offsets/{L} does), roll back to batch {L - 1}: "
+                    f"{ctx.rollback_command(L - 1)} (batch {L} is planned again from the log as it is)."
+                )
             yield SRC_MISSING.finding(
                 f"{', '.join(names[:3])} missing; batch {L} reads source {src.source_id} entries {start + 1}..{end}",
                 [Evidence(ck.display(n), expected="a file", found="none") for n in names[:3]],
                 spark_error=err,
                 stage=60,
+                fix=fix,
             )
             continue
         behind = _log_behind_offset(ctx, src.source_id, latest, end)

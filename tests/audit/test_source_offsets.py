@@ -70,3 +70,21 @@ def test_offsets_of_sources_it_cannot_name_are_left_alone(tmp_path: Path) -> Non
     assert not [f for f in audit(str(ckpt)).findings if f.rule_id == "SRC-OFFSET-UNREADABLE"]
     ckpt2 = _ckpt(tmp_path / "b", ["70", '"80"'], commits=2)
     assert not [f for f in audit(str(ckpt2)).findings if f.rule_id == "SRC-OFFSET-UNREADABLE"]
+
+
+def test_entries_past_the_log_get_a_runnable_rollback(tmp_path: Path) -> None:
+    """Hunt 13: offsets/L's file-source logOffset edited one past the source log (recorded on 3.5.9-4.3.0: Spark
+    fails "batches (6, 7) don't exist"). The fix said "restore sources/0/7 from a backup", for an entry nobody lost,
+    and named `ckptfix rollback CKPT` without a batch."""
+    import tarfile
+
+    from tests.spark.damage import CASES
+
+    with tarfile.open(Path(__file__).resolve().parents[1] / "fixtures" / "spark-4.3.0" / "stateless.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    ckpt = tmp_path / "ckpt"
+    CASES["offset_source_moved_forward"].apply(ckpt)
+    L = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    (finding,) = [f for f in audit(str(ckpt), "4.3").findings if f.rule_id == "SRC-LOG-MISSING"]
+    assert f"if none was lost (offsets/{L} names entries past the newest the log ever had" in finding.fix
+    assert f"`ckptfix rollback {ckpt} --to-batch {L - 1}`" in finding.fix, finding.fix
