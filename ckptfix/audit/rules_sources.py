@@ -122,7 +122,8 @@ def file_sources(ctx: AuditContext) -> Iterator[Finding]:
         if missing:
             err = _some_missing(needed, missing)
             names = [f"{log.rel}/{b}{'.compact' if is_compaction_batch(b, interval) else ''}" for b in missing]
-            beyond = log.latest is None or all(b > log.latest for b in missing)
+            # every entry the batches before L read is there, and none after the missing ones
+            beyond = log.latest is not None and log.latest >= start and all(b > log.latest for b in missing)
             fix = None
             if beyond and L - 1 in ck.commits.files and L - 1 in ck.offsets.files:
                 # no entry after the missing ones: they may never have existed, offsets/L edited past the log (hunt

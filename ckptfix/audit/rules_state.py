@@ -926,14 +926,23 @@ def provider_edit(ctx: AuditContext) -> ProviderEdit | None:
     return found
 
 
-def _provider_edit(ctx: AuditContext) -> ProviderEdit | None:
+def _recorded_twice(ctx: AuditContext, key: str) -> tuple[int, str | None, str | None] | None:
+    """(L, the conf ``key`` in offsets/L, in offsets/L-1) when both offset files read with their metadata: what the
+    edit rules (CONF-SHUFFLE-PARTITIONS-EDITED, CONF-PROVIDER-EDITED) compare."""
     L, entry = ctx.latest_offset, ctx.latest_offset_file
     if not L or entry is None or entry.metadata is None or L - 1 not in ctx.ckpt.offsets.files:
         return None
     previous, _ = ctx.offset_or_error(L - 1)
     if previous is None or previous.metadata is None:
         return None
-    now, before = entry.metadata.conf.get(providers.PROVIDER_CONF), previous.metadata.conf.get(providers.PROVIDER_CONF)
+    return L, entry.metadata.conf.get(key), previous.metadata.conf.get(key)
+
+
+def _provider_edit(ctx: AuditContext) -> ProviderEdit | None:
+    recorded = _recorded_twice(ctx, providers.PROVIDER_CONF)
+    if recorded is None:
+        return None
+    L, now, before = recorded
     if not now or not before or now == before:
         return None
     new_kind, old_kind = providers.known(now), providers.known(before)
@@ -978,15 +987,10 @@ def shuffle_edit(ctx: AuditContext) -> ShuffleEdit | None:
 
 
 def _shuffle_edit(ctx: AuditContext) -> ShuffleEdit | None:
-    L, entry = ctx.latest_offset, ctx.latest_offset_file
-    if not L or entry is None or entry.metadata is None or ctx.state_version == 0:
+    recorded = _recorded_twice(ctx, SHUFFLE) if ctx.state_version != 0 else None
+    if recorded is None:
         return None
-    if L - 1 not in ctx.ckpt.offsets.files:
-        return None
-    previous, _ = ctx.offset_or_error(L - 1)
-    if previous is None or previous.metadata is None:
-        return None
-    now, before = entry.metadata.conf.get(SHUFFLE), previous.metadata.conf.get(SHUFFLE)
+    L, now, before = recorded
     if not (now and before and now.isdigit() and before.isdigit()) or int(now) == int(before):
         return None
     edited, state = int(now), int(before)

@@ -754,25 +754,39 @@ def restore_shuffle_partitions(fc: FixContext, finding: Finding) -> list[str]:
     no batch re-runs (new-user trial 3: the audit blamed healthy state directories)."""
     from ckptfix.audit.rules_state import SHUFFLE, shuffle_edit
 
-    ck = fc.ckpt
     edit = shuffle_edit(fc.audit)
-    cur = None if edit is None else _readable_offset(fc, edit.batch)
-    if edit is None or cur is None or cur.metadata is None:
+    if edit is None:
         raise CannotFix("the latest offset file records the state's shuffle partitions (the checkpoint changed?)")
-    rel = ck.offsets.files[edit.batch]
+    done = _write_conf_back(
+        fc,
+        finding,
+        edit.batch,
+        SHUFFLE,
+        str(edit.state),
+        f"as offsets/{edit.batch - 1} and the state's {edit.state} partitions show (it read {edit.edited})",
+    )
+    return (
+        [f"Spark restarts with the state's {edit.state} partitions; no batch re-runs because of this change"]
+        if done
+        else []
+    )
+
+
+def _write_conf_back(fc: FixContext, finding: Finding, batch: int, key: str, value: str, why: str) -> bool:
+    """Rewrite offsets/<batch> with conf ``key`` = ``value`` (an edit undone). False when another fix of the plan
+    deletes that file (batch L is then planned again from offsets/L-1, which records the value)."""
+    cur = _readable_offset(fc, batch)
+    if cur is None or cur.metadata is None:
+        raise CannotFix(f"offsets/{batch} cannot be read with its metadata (the checkpoint changed?)")
+    rel = fc.ckpt.offsets.files[batch]
     if fc.builder.touches(rel):
         if any(a.path == rel and a.op == "delete" for a in fc.builder.actions):
-            return []  # batch L is planned again from offsets/L-1, which records the state's count
-        raise CannotFix(f"another fix rewrites offsets/{edit.batch}; apply it and run repair again")
-    conf = {**cur.metadata.conf, SHUFFLE: str(edit.state)}
-    fc.builder.write(
-        rel,
-        offsetlog.dump(replace(cur, metadata=replace(cur.metadata, conf=conf))),
-        f"conf {SHUFFLE}={edit.state}, as offsets/{edit.batch - 1} and the state's {edit.state} partitions show "
-        f"(it read {edit.edited})",
-        finding.rule_id,
-    )
-    return [f"Spark restarts with the state's {edit.state} partitions; no batch re-runs because of this change"]
+            return False
+        raise CannotFix(f"another fix rewrites offsets/{batch}; apply it and run repair again")
+    conf = {**cur.metadata.conf, key: value}
+    meta = replace(cur.metadata, conf=conf)
+    fc.builder.write(rel, offsetlog.dump(replace(cur, metadata=meta)), f"conf {key}={value}, {why}", finding.rule_id)
+    return True
 
 
 @fixes("CONF-PROVIDER-EDITED")
@@ -782,24 +796,12 @@ def restore_provider(fc: FixContext, finding: Finding) -> list[str]:
     from ckptfix.audit.rules_state import provider_edit
     from ckptfix.stores.provider import PROVIDER_CONF
 
-    ck = fc.ckpt
     edit = provider_edit(fc.audit)
-    cur = None if edit is None else _readable_offset(fc, edit.batch)
-    if edit is None or cur is None or cur.metadata is None:
+    if edit is None:
         raise CannotFix("the latest offset file records the state's provider (the checkpoint changed?)")
-    rel = ck.offsets.files[edit.batch]
-    if fc.builder.touches(rel):
-        if any(a.path == rel and a.op == "delete" for a in fc.builder.actions):
-            return []  # batch L is planned again from offsets/L-1, which records the state's provider
-        raise CannotFix(f"another fix rewrites offsets/{edit.batch}; apply it and run repair again")
-    conf = {**cur.metadata.conf, PROVIDER_CONF: edit.state}
-    fc.builder.write(
-        rel,
-        offsetlog.dump(replace(cur, metadata=replace(cur.metadata, conf=conf))),
-        f"conf {PROVIDER_CONF}={edit.state}, as offsets/{edit.batch - 1} and the state files show (it read "
-        f"{edit.edited})",
-        finding.rule_id,
-    )
+    why = f"as offsets/{edit.batch - 1} and the state files show (it read {edit.edited})"
+    if not _write_conf_back(fc, finding, edit.batch, PROVIDER_CONF, edit.state, why):
+        return []
     return ["Spark loads the state with the provider that wrote it; no batch re-runs because of this change"]
 
 
