@@ -397,12 +397,22 @@ def latest_commit(ctx: AuditContext) -> Iterator[Finding]:
     expected = int(told) if told.isdigit() else 2 if ck.state_format_v2() else 1
     if t.commit_version_exact and entry.version != expected:
         how = "set with --conf" if told.isdigit() else "as the state files show" if expected == 2 else "1 unless set"
+        relabelled = entry.version < expected and bool(entry.state_unique_ids)
         yield LOG_VERSION.finding(
             f"commits/{K} is v{entry.version}; Spark {t.label} reads only the version of "
-            f"{FORMAT_VERSION_CONF} ({expected}: {how})",
+            f"{FORMAT_VERSION_CONF} ({expected}: {how})"
+            + (f", and the ids it holds are a v{expected} commit's: its first line was edited" if relabelled else ""),
             ev,
             spark_error=E.exact_version(entry.version, expected),
             stage=stage,
+            # repair hunt 13: "restart with a Spark that reads this version" for a v1 header over a v2 commit,
+            # which no Spark reads as it is
+            fix=f"Set the first line of commits/{K} back to v{expected} (`ckptfix repair` does): its ids are there."
+            if relabelled
+            else f"Restore commits/{K} from a backup: no Spark reads a v{entry.version} commit in a checkpoint "
+            f"whose state files are format v{expected}."
+            if entry.version < expected and not told.isdigit()
+            else None,
         )
     elif not t.commit_version_exact and entry.version > t.max_commit_version:
         yield LOG_VERSION.finding(
@@ -648,7 +658,9 @@ def gaps_and_leftovers(ctx: AuditContext) -> Iterator[Finding]:
     planned_first = ctx.latest_commit is not None and ctx.latest_commit == L
     for d in entry_directories(ctx, planned_first):
         where = [Evidence(d.display, expected=f"no file or directory at {d.rel}", found="a directory")]
-        fix = f"Move {d.display} out of the checkpoint (`rmdir` it when empty); ckptfix does not delete it."
+        # the file sink's log is in the output path, not the checkpoint (hunt 14)
+        home = "the output path" if ctx.sink is not None and d.log == ctx.sink.log.rel else "the checkpoint"
+        fix = f"Move {d.display} out of {home} (`rmdir` it when empty); ckptfix does not delete directories."
         if d.stage is not None:
             yield LOG_ENTRY_DIR.finding(
                 f"{d.rel} is a directory where Spark writes its next entry ({d.log}/{d.name}): the write is "

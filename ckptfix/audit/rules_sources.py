@@ -27,7 +27,10 @@ SRC_MISSING = define(
     "The file source re-reads its log between the start and end offsets of the latest batch and from the "
     "latest compaction on. A missing entry fails with `batch x doesn't exist` (no 'offset log' line in the "
     "driver log: it is not the async-tracking failure).",
-    "Restore the entry from a backup; or roll the query back to a batch before it (`ckptfix rollback`).",
+    "Restore the entries from a backup: the lists of files they held are in no other file. A rollback does not bring "
+    "them back (the re-planned batch and the restarted source read the same entries again). Without a backup, only "
+    "a new checkpoint, whose file source reads every file in the input path again: move the files already processed "
+    "out of it first, or the sink gets their rows a second time.",
 )
 SRC_UNREADABLE = define(
     "SRC-LOG-UNREADABLE",
@@ -45,8 +48,8 @@ SRC_BACKWARDS = define(
     "to the latest one (getBatch, committed or not), and FileStreamSource asserts that the start is not after the "
     "end: `java.lang.AssertionError: assertion failed` (seen on 4.3, damage hunt of 2026-11-27). Spark never "
     "writes such an offset: the file was edited or damaged.",
-    "Restore the offset file from a backup, or delete it so Spark plans the batch again (`ckptfix rollback` to the "
-    "batch before it).",
+    "Restore the offset file from a backup. Without one, `ckptfix repair` deletes it (and its commit) so that "
+    "Spark plans the batch again from the offset file before it, as for a damaged latest offset file.",
 )
 
 SRC_OFFSET_UNREADABLE = define(
@@ -58,9 +61,19 @@ SRC_OFFSET_UNREADABLE = define(
     "fails with `org.json4s.MappingException: No usable value for <field>` when the restart reads the offset (seen "
     "on 4.3, damage hunt of 2026-11-27; recorded 3.5.9-4.2.1 for the file source). Offsets whose source the JSON "
     "does not name for sure (a bare number, Kafka's per-partition map, ...) are not checked.",
-    "Restore the offset file from a backup or write the number without quotes; or roll the query back to the batch "
-    "before it (`ckptfix rollback`).",
+    "Restore the offset file from a backup or write the number without quotes. In the latest offset file, "
+    "`ckptfix repair` deletes it (and its commit) so that Spark plans the batch again from the offset file before "
+    "it; in an earlier one, roll back to the batch before it (the finding names the command).",
 )
+
+
+def _rollback_before(ctx: AuditContext, batch: int) -> str:
+    """The fix for a damaged offset file below the latest: a backup, or the rollback to the batch before it."""
+    head = f"Restore offsets/{batch} from a backup or write the number without quotes"
+    b = batch - 1
+    if b in ctx.ckpt.commits.files and b in ctx.ckpt.offsets.files:
+        return f"{head}; or roll back to batch {b}: {ctx.rollback_command(b)} (the batches after it run again)."
+    return f"{head}: without a backup, only a new checkpoint (`ckptfix offsets export` gives where its sources start)."
 
 
 def present(log: LogDir, batch: int, interval: int) -> bool:
@@ -302,5 +315,6 @@ def source_offsets_readable(ctx: AuditContext) -> Iterator[Finding]:
                 [Evidence(ctx.ckpt.display(f"offsets/{batch}"), expected=f"a number for {name}", found=value)],
                 spark_error=E.offset_field_unusable(name),
                 stage=60,
+                fix=None if batch == L else _rollback_before(ctx, batch),
             )
             break

@@ -79,7 +79,7 @@ SHUFFLE_EDITED = define(
     "sidecar shows it). More partitions: the first batch fails loading a partition without state. Fewer: Spark "
     "restarts and silently reads only part of the state and hashes keys anew. The state itself is fine.",
     "`ckptfix repair CKPT` writes the previous count back into the offset file. To change the number of "
-    "partitions, repartition the state: `ckptfix state repartition CKPT --partitions M`.",
+    "partitions, repartition the state with `ckptfix state repartition` (the finding names the command).",
 )
 DIR_MISSING = define(
     "STATE-DIR-MISSING",
@@ -160,8 +160,8 @@ V2_IDS_MISSING = define(
     '`NumberFormatException: For input string: "N_<uuid>"`, seen on 4.3) or, with no zip yet, replays changelogs '
     "from version 1 (`1.changelog does not exist`, recorded on 4.0.5-4.3).",
     "Restore the commit from a backup: its ids name which attempt's files the batch committed. Or roll back to "
-    "the batch before it (`ckptfix rollback CKPT --to-batch N`, with `--sink OUT --with-sink` when a file sink "
-    "holds the batch): Spark runs the batch again.",
+    "the batch before it (the finding names the command; with `--sink OUT --with-sink` when a file sink holds the "
+    "batch): Spark runs the batch again.",
 )
 V2_NAME_IN_V1 = define(
     "STATE-FILE-V2-NAME",
@@ -220,6 +220,9 @@ class Problem:
     severity: str | None = None
     undecided: bool = False
     fix: str | None = None  # this finding's own fix (default: the rule's)
+    #: the state file whose version the damage costs (an SST's: the zip that lists it), when not evidence[0]'s
+    lost: str | None = None
+    sst: str | None = None  # the damaged or missing SST, checkpoint-relative
 
 
 def _corrupt_error(fp: FileProblem) -> SparkError:
@@ -304,6 +307,8 @@ class StoreCheck:
                         (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
                         None,
                         "warning",
+                        lost=fp.zip,
+                        sst=fp.rel,
                     )
                 )
             elif fp.kind == "checksum-unreadable":
@@ -326,6 +331,8 @@ class StoreCheck:
                         (Evidence(fp.where, fp.offset, fp.expected, fp.found),),
                         None,
                         undecided=True,
+                        lost=fp.zip,
+                        sst=fp.rel,
                     )
                 )
             else:
@@ -358,12 +365,17 @@ class StoreCheck:
                     ev,
                     None,
                     "warning",
+                    lost=fp.rel,
                 )
             )
             return None
-        return Problem(FILE_CORRUPT.id, message, ev, E.cannot_read_zip_metadata(expected, found))
+        return Problem(FILE_CORRUPT.id, message, ev, E.cannot_read_zip_metadata(expected, found), lost=fp.rel)
 
     def fatal(self, fp: FileProblem, kind: str) -> Problem:
+        problem = self._fatal(fp, kind)
+        return replace(problem, lost=fp.zip, sst=fp.rel) if fp.zip else problem
+
+    def _fatal(self, fp: FileProblem, kind: str) -> Problem:
         ev = (Evidence(self.display(fp.rel), fp.offset, fp.expected, fp.found),)
         if fp.kind == "hadoop-crc":
             return Problem(
@@ -439,6 +451,63 @@ class StoreCheck:
             )
         return Problem(FILE_CORRUPT.id, message, ev, _corrupt_error(fp))
 
+    def with_rollback(self, problem: Problem) -> Problem:
+        """The rule's "roll back before it" as the command to run (a new user had to guess the batch; repair hunt
+        13: a bare `ckptfix rollback` in the texts of STATE-FILE-CORRUPT, -SST-CORRUPT, -SST-MISSING and
+        -CHAIN-INCOMPLETE): the newest batch whose state version loads without the damaged file, or, when none,
+        that only a backup or a new checkpoint helps."""
+        rule = RULES[problem.rule]
+        if problem.fix is not None or not problem.evidence or not _BARE_ROLLBACK.search(rule.fix):
+            return problem
+        m = _STATE_FILE_VERSION.search(problem.lost or problem.evidence[0].path)
+        if m is None:
+            return problem
+        batch = self.rollback_batch(int(m.group(1)), problem.sst)
+        if batch is None:
+            instead = (
+                f"no older version of {self.store.rel} loads without it, so without a backup only a new checkpoint "
+                "restarts the query (`ckptfix offsets export` gives where its sources start)"
+            )
+        else:
+            instead = (
+                f"roll back to batch {batch}, the newest whose state does not need it: "
+                f"{self.ctx.rollback_command(batch)} (the batches after it run again)"
+            )
+        return replace(problem, fix=_BARE_ROLLBACK.sub(lambda _: instead, rule.fix, count=1))
+
+    def rollback_batch(self, version: int, sst: str | None = None) -> int | None:
+        """The newest batch b whose state version b+1 loads without version ``version``'s damaged file (and without
+        ``sst``, which older zips may list too) and whose offset and commit files are there. Format v1: by the
+        store's listing; format v2: the commit before names version b+1's files (the rollback checks they load)."""
+        ck = self.ctx.ckpt
+        if self.uid is not None:
+            candidates = [version - 1]
+        else:
+            candidates = sorted(
+                (v for v in chains.loadable_versions(self.store, self.provider) if v < version), reverse=True
+            )
+        for v in candidates:
+            b = v - 1
+            if b < 0 or b not in ck.commits.files or b not in ck.offsets.files:
+                continue
+            if sst is not None and self.uid is None and self._base_lists(v, sst):
+                continue
+            return b
+        return None
+
+    def _base_lists(self, version: int, sst: str) -> bool:
+        """Whether the zip version ``version`` loads from lists ``sst`` (an unreadable zip counts as listing it)."""
+        from ckptfix.formats import rocksdbzip
+
+        base = chains.plan(self.store, version, self.provider).base
+        if base is None:
+            return False
+        try:
+            meta = rocksdbzip.parse(self.ctx.ckpt.read(base.rel), self.display(base.rel)).metadata
+        except (FormatError, OSError):
+            return True
+        return sst.rsplit("/", 1)[-1] in {f.dfs_sst_file_name for f in meta.sst_files}
+
     def fall_back(self, problem: Problem) -> bool:
         """Spark 4.2+ skips a snapshot it cannot load and tries the next older one (then the
         empty state) when its auto snapshot repair applies to this store (:func:`chains.skips_bad_snapshot`);
@@ -448,7 +517,7 @@ class StoreCheck:
         if not chains.skips_bad_snapshot(self.store, self.provider, self.ctx.session_conf):
             return False
         note = f"{problem.message}; Spark {self.ctx.target.label} falls back to an older snapshot"
-        self.notes.append(Problem(problem.rule, note, problem.evidence, None, "warning"))
+        self.notes.append(replace(problem, message=note, spark_error=None, severity="warning", undecided=False))
         return True
 
     def gap(self, chain: chains.Chain) -> Problem:
@@ -837,7 +906,15 @@ def state_v2_ids(ctx: AuditContext) -> Iterator[Finding]:
                 found=f"v{entry.version}" if relabelled else "none",
             )
         ],
-        fix=f"Set the first line of {rel} back to v2 (its ids are there), then audit again." if relabelled else None,
+        fix=f"Set the first line of {rel} back to v2 (`ckptfix repair` does): its ids are there."
+        if relabelled
+        else f"Restore {rel} from a backup: its ids name which attempt's files the batch committed. "
+        + (
+            f"Or roll back to batch {b - 1}, whose commit names version {b}'s files: {ctx.rollback_command(b - 1)} "
+            f"(the rollback checks that they load; Spark runs batch {b} again)."
+            if b - 1 in ctx.ckpt.commits.files and b - 1 in ctx.ckpt.offsets.files
+            else "Without it, only a new checkpoint (`ckptfix offsets export` gives where its sources start)."
+        ),
         # snapshot versions come from zip names: an N_<uuid>.zip is no number (seen on 4.3: NumberFormatException);
         # without zips, no v1 snapshot: changelogs from version 1 (recorded 4.0.5-4.2.1, seen on 4.3)
         spark_error=SparkError("java.lang.NumberFormatException", None, "For input string")
@@ -1025,6 +1102,10 @@ def shuffle_partitions_edited(ctx: AuditContext) -> Iterator[Finding]:
         f"offsets/{L} records {SHUFFLE}={edit.edited}, but offsets/{L - 1} records {edit.state} and the state is "
         f"in {edit.state} partitions: the offset file was edited"
     )
+    fix = (
+        f"`ckptfix repair` writes {SHUFFLE}={edit.state} back into offsets/{L}. To run the query with {edit.edited} "
+        f"partitions, repartition the state after that: `ckptfix state repartition --partitions {edit.edited}`."
+    )
     if edit.edited > edit.state:
         rocks = providers.of(ctx.conf).kind == "rocksdb"
         rel = f"/{edit.state}/1.{'changelog' if rocks else 'delta'}"  # the first partition without state
@@ -1036,6 +1117,7 @@ def shuffle_partitions_edited(ctx: AuditContext) -> Iterator[Finding]:
             evidence,
             spark_error=err,
             stage=66,
+            fix=fix,
         )
     else:
         yield SHUFFLE_EDITED.finding(
@@ -1043,6 +1125,7 @@ def shuffle_partitions_edited(ctx: AuditContext) -> Iterator[Finding]:
             f"into {edit.edited} partitions, so results are silently wrong",
             evidence,
             silent=True,
+            fix=fix,
         )
 
 
@@ -1162,7 +1245,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
             ctx.progress.advance()
             problem = sc.run()
             for note in sc.notes:
-                yield _as_finding(note)
+                yield _as_finding(sc.with_rollback(note))
             for what in sc.skipped:
                 yield Skipped(CHAIN.id, f"content not verified: {what}")
             if problem is not None:
@@ -1182,7 +1265,7 @@ def state_chains(ctx: AuditContext) -> Iterator[Finding | Skipped]:
                     stage=70,
                 )
             else:
-                yield _as_finding(_edited_provider_fix(ctx, _with_rollback_fix(ctx, problem)), stage=70)
+                yield _as_finding(_edited_provider_fix(ctx, sc.with_rollback(problem)), stage=70)
     if ctx.deep:
         yield from _deep_state(ctx)
 
@@ -1200,27 +1283,9 @@ def _edited_provider_fix(ctx: AuditContext, problem: Problem) -> Problem:
     )
 
 
+#: a rule text's "roll back (before it)" with no batch (the finding names the command to run)
+_BARE_ROLLBACK = re.compile(r"roll back[^(.;]*\(`ckptfix rollback`\)")
 _STATE_FILE_VERSION = re.compile(r"/(\d+)(?:_[0-9a-fA-F-]+)?\.(?:delta|changelog|zip|snapshot)$")
-
-
-def _with_rollback_fix(ctx: AuditContext, problem: Problem) -> Problem:
-    """STATE-FILE-CORRUPT's "roll back before it" as the command to run: the newest batch whose state version does
-    not load the damaged file of version v is v - 2 (it keeps version v - 1, loaded from older files), when both
-    of its log entries are there (a new user had to guess the batch)."""
-    if problem.rule != FILE_CORRUPT.id or problem.fix is not None or not problem.evidence:
-        return problem
-    m = _STATE_FILE_VERSION.search(problem.evidence[0].path)
-    if m is None:
-        return problem
-    ck = ctx.ckpt
-    batch = int(m.group(1)) - 2
-    if batch < 0 or batch not in ck.commits.files or batch not in ck.offsets.files:
-        return problem
-    fix = (
-        f"Restore the file from a backup, or roll back to batch {batch}, the newest whose state does not load it: "
-        f"{ctx.rollback_command(batch)} (the batches after it run again)."
-    )
-    return replace(problem, fix=fix)
 
 
 def _partition_agnostic(
@@ -1296,8 +1361,8 @@ OPMETA_MISMATCH = define(
     "2026-11-27 on 4.3: a name or an id edited). The audit flags what the files contradict: an id other than the "
     "directory's, a name no Spark gives, a name whose state layout the stores do not have. Spark 3.5 does not read "
     "operator metadata.",
-    "Restore the file from a backup. Or delete it (and its .metadata.crc): Spark 4.x writes it again at the first "
-    "batch and skips the check when it finds none.",
+    "Restore the file from a backup. Or delete it (and its .metadata.crc; `ckptfix repair` does): Spark 4.x writes "
+    "it again at the first batch and skips the check when it finds none.",
 )
 METADATA_CRC_ORPHAN = define(
     "STATE-METADATA-CRC-ORPHAN",

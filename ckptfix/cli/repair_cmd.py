@@ -199,7 +199,8 @@ def repair(
 ) -> None:
     """Plan the fix for what the audit finds; with --apply, carry it out with backups.
 
-    Exit 0: nothing left unfixed; 1: some error findings have no safe automatic fix; 2: bad input; 3: a bug.
+    Exit 0: nothing left unfixed; 1: some error findings (or findings that leave the restart undecided) have no
+    safe automatic fix; 2: bad input; 3: a bug.
     """
     opts = storage_options(fmt, storage_option, endpoint_url)
     session_conf = conf_pairs(conf)

@@ -164,7 +164,9 @@ def first_entries(data: bytes | memoryview, limit: int = 16) -> list[tuple[bytes
     """The entries of the table's first data block, at most ``limit``: user keys (internal keys without their 8-byte
     sequence/type trailer) with their values (None for an entry that is not a plain value: a deletion, a merge
     operand); [] where this table cannot be walked here (another footer version, a partitioned index, a damaged or
-    undecodable block: :func:`verify` says which)."""
+    undecodable block: :func:`verify` says which). Every block read is checked against its trailer's checksum first:
+    a damaged block's bytes are not the query's (repair hunt 13: a flipped data block was decoded as rows that "do
+    not fit the stored schema")."""
     buf = memoryview(data)
     n = len(buf)
     if n < FOOTER_SIZE or _U64.unpack_from(buf, n - 8)[0] != MAGIC:
@@ -172,23 +174,25 @@ def first_entries(data: bytes | memoryview, limit: int = 16) -> list[tuple[bytes
     if _U32.unpack_from(buf, n - 12)[0] not in FORMAT_VERSIONS:
         return []
     foot = n - FOOTER_SIZE
+    if buf[foot] not in CHECKSUMS or buf[foot] == 0:  # no checksums to check the blocks against
+        return []
     walk = _Walk(buf, buf[foot], foot)
     keys: list[tuple[bytes, bytes | None]] = []
     try:
         meta_off, meta_size, index_off, index_size = _footer_handles(buf, foot)
-        meta = walk.decompress(meta_off, meta_size)
+        meta = walk.checked(meta_off, meta_size)
         props: dict[bytes, bytes] = {}
         for key, value in _entries(meta if isinstance(meta, bytes) else b""):
             if _meta_role(key) == "properties":
-                block = walk.decompress(*_handle(value))
+                block = walk.checked(*_handle(value))
                 props = dict(_entries(block)) if isinstance(block, bytes) else {}
         index_type = _U32.unpack(props[INDEX_TYPE])[0] if len(props.get(INDEX_TYPE, b"")) == 4 else 0
-        index = walk.decompress(index_off, index_size)
+        index = walk.checked(index_off, index_size)
         if index_type not in FLAT_INDEXES or not isinstance(index, bytes):
             return []
         delta = _varint(props[DELTA_ENCODED], 0)[0] != 0 if DELTA_ENCODED in props else False
         for off, size in _index_handles(index, delta, index_type == WITH_FIRST_KEY):
-            block = walk.decompress(off, size)
+            block = walk.checked(off, size)
             if not isinstance(block, bytes):
                 return []
             for key, value in _entries(block):
@@ -246,6 +250,13 @@ class _Walk:
             )
         self.verified += 1
         return body if ctype == 0 else memoryview(b"")  # meta blocks are stored uncompressed
+
+    def checked(self, offset: int, size: int) -> bytes | str:
+        """:meth:`decompress` of a block whose checksum matches its trailer's, or why not."""
+        damage = self.block("data", offset, size)
+        if isinstance(damage, BlockDamage):
+            return f"a block whose checksum does not match ({damage.found})"
+        return self.decompress(offset, size)
 
     def decompress(self, offset: int, size: int) -> bytes | str:
         """The index block's entries (the checksum already matched), or why they cannot be read here."""

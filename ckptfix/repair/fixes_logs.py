@@ -629,7 +629,10 @@ def _lost_source_entries(fc: FixContext, advice: str) -> list[str]:
         interval = derive_compact_interval(sorted(log.compact))
         if all(present(log, b, interval) for b in range(start + 1, end + 1)):
             continue
-        later = [b for b in log.listed_ids if b > start]
+        missing = min(b for b in range(start + 1, end + 1) if not present(log, b, interval))
+        # entries after the first missing one: the lost ones are not the log's tail (an entry batch L read before
+        # them is no obstacle: the re-planned batch reads it again; hunt 14, offset_source_moved_forward)
+        later = [b for b in log.listed_ids if b > missing]
         first = max(0, (start + 1) // interval * interval - 1)
         gone = [b for b in range(first, start + 1) if not present(log, b, interval)]
         if later or gone or prev is None:
@@ -641,7 +644,7 @@ def _lost_source_entries(fc: FixContext, advice: str) -> list[str]:
                 else f"offsets/{L - 1}, where Spark would plan batch {L} from, is missing or unreadable"
             )
             raise CannotFix(f"{what}: not only batch {L}'s entries are gone; {advice}")
-        lost.append(f"sources/{source}/{start + 1}..{end}" if end > start + 1 else f"sources/{source}/{end}")
+        lost.append(f"sources/{source}/{missing}..{end}" if end > missing else f"sources/{source}/{end}")
     return lost
 
 
@@ -674,6 +677,49 @@ def source_entries_missing(fc: FixContext, finding: Finding) -> list[str]:
     if not lost:
         raise CannotFix(f"the missing entries are not the latest batch's: {finding.fix}")
     return _replan_lost_batch(fc, finding.rule_id, lost)
+
+
+@fixes("SRC-OFFSET-UNREADABLE", "SRC-OFFSET-BACKWARDS")
+def source_offset_unusable(fc: FixContext, finding: Finding) -> list[str]:
+    """The latest offset file records a source offset Spark cannot use (a quoted number, an offset below the one
+    before): Spark never writes one, so the file was edited or damaged. As for a damaged offsets/L (R5): delete it
+    (and commits/L) and Spark plans batch L again from offsets/L-1 (repair hunt 13: no planner, though the
+    LOG-UNREADABLE one applies). An earlier offset file is the start of a committed range: not judged here."""
+    ck = fc.ckpt
+    L = ck.offsets.latest
+    if L is None or L not in ck.offsets.files or finding.evidence[0].path != ck.display(ck.offsets.files[L]):
+        raise CannotFix(f"the offset file is not the latest: {finding.fix}")
+    if fc.builder.touches(ck.offsets.files[L]):
+        if not any(a.path == ck.offsets.files[L] and a.op == "delete" for a in fc.builder.actions):
+            raise CannotFix(f"another fix rewrites offsets/{L}; {finding.fix}")
+        return []  # another fix plans batch L again already
+    return _drop_latest_offset(fc, finding.rule_id, f"offsets/{L} records an offset Spark cannot use")
+
+
+@fixes("LOG-VERSION-TOO-NEW", "STATE-V2-IDS-MISSING")
+def relabelled_commit(fc: FixContext, finding: Finding) -> list[str]:
+    """The latest commit of a format-v2 checkpoint whose first line says v1 while it holds the stateUniqueIds only a
+    v2 commit has (an edit): Spark 4.0/4.1 refuse the version, 4.2+ read no ids from it and load the state the v1
+    way. Its first line goes back to v2; nothing else changes (repair hunt 13, on 4.0.5: set by hand, the query
+    restarted exactly once)."""
+    ck = fc.ckpt
+    K = ck.commits.latest
+    if K is None or K not in ck.commits.files or not ck.state_format_v2():
+        raise CannotFix(finding.fix)
+    rel = ck.commits.files[K]
+    entry = _readable_commit(fc, K)
+    if entry is None or entry.version != 1 or not entry.state_unique_ids:
+        raise CannotFix(finding.fix)
+    if fc.builder.touches(rel):
+        return []  # the other rule's finding planned it
+    data = ck.read(rel)
+    fc.builder.write(
+        rel, b"v2" + data[data.index(b"\n") :], "its first line back to v2: it holds a v2 commit's ids", finding.rule_id
+    )
+    return [
+        f"Spark reads commits/{K} as the v2 commit it is: state version {K + 1} loads from the files its ids name; "
+        "no batch re-runs"
+    ]
 
 
 @fixes("LOG-NO-BATCH-METADATA")

@@ -132,6 +132,21 @@ def delete_metadata_sidecars(fc: FixContext, finding: Finding) -> list[str]:
     return [f"Spark writes {', '.join(data for _, data in orphans)} again at the first batch"]
 
 
+@fixes("STATE-OPERATOR-METADATA-MISMATCH", each=True)
+def delete_operator_metadata(fc: FixContext, finding: Finding) -> list[str]:
+    """An operator metadata file (v1: checkpoint format v1 on Spark 4.x) that contradicts the state it describes:
+    Spark 4.x compares it with the restarted plan and fails, finds none and skips the check, and writes it again at
+    the first batch from the plan. Delete it (and its sidecar); the backup keeps it (hunt 14 on 4.3: deleted by
+    hand as the text says, the query restarted with the right aggregates)."""
+    ck = fc.ckpt
+    named = {ck.display(op.metadata_v1): op for op in ck.state.operators.values() if op.metadata_v1 is not None}
+    op = named.get(finding.evidence[0].path) if finding.evidence else None
+    if op is None or op.metadata_v1 is None:
+        raise CannotFix(f"the operator metadata file is not there any more: {finding.fix}")
+    fc.builder.delete(op.metadata_v1, "it contradicts the operator's state: Spark 4.x fails the check", finding.rule_id)
+    return [f"Spark writes {op.metadata_v1} again at the first batch, from the restarted query's plan"]
+
+
 @fixes("STATE-SNAPSHOT-STALE")
 def delete_stale_snapshots(fc: FixContext, finding: Finding) -> list[str]:
     """Delete every stale snapshot the audit proves (with its sidecar): Spark then loads the older snapshot and

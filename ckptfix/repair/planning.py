@@ -65,7 +65,8 @@ def plan_repair(
     options: Mapping[str, Any] | None = None,
     session_conf: Mapping[str, str] | None = None,
 ) -> tuple[Plan, Report, list[Unfixed]]:
-    """Audit, then plan a fix for every error finding that has a planner. ``session_conf``: the confs of the
+    """Audit, then plan a fix for every error finding (and every one that leaves the restart undecided) that has a
+    planner. ``session_conf``: the confs of the
     session that will restart the query (as ``audit --conf``), which decide some verdicts (e.g. whether 4.2+
     falls back from a damaged snapshot).
 
@@ -106,7 +107,10 @@ def plan_repair(
             continue
         # errors; and warnings that fail the query later, whose fix is safe (a sidecar Spark's rename would trip on).
         # Never an info finding: nothing to fix (new-user trial 3: a harmless orphan sidecar was "not fixed", exit 1)
-        error = finding.severity == "error"
+        # a finding that leaves the restart undecided counts as an error here: "No changes planned", exit 0, for a
+        # checkpoint whose restart the audit cannot call was a silent wrong answer (repair hunt 13: a file sink's
+        # deleted log, given with --sink; Spark then failed at the compaction)
+        error = finding.severity == "error" or finding.undecided
         if not error and (finding.severity != "warning" or finding.rule_id not in FIX_WARNINGS):
             continue
         path = finding.evidence[0].path if finding.evidence else None

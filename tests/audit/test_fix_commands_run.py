@@ -105,3 +105,51 @@ def test_commands_in_fixes_name_the_checkpoint(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert (ckpt / "commits" / "7").exists()
     assert not [f for f in audit(str(ckpt)).findings if f.severity == "error"]
+
+
+@pytest.mark.parametrize(
+    ("version", "name", "rule"),
+    [
+        ("3.5.9", "rocksdb_sst_data_flipped_no_crc_no_changelog", "STATE-SST-CORRUPT"),
+        ("4.1.4", "rocksdb_sst_flipped_byte", "STATE-SST-CORRUPT"),
+        ("3.5.9", "rocksdb_zip_truncated", "STATE-FILE-CORRUPT"),
+        ("4.0.5", "v2_commit_latest_ids_dropped", "STATE-V2-IDS-MISSING"),
+    ],
+)
+def test_rollbacks_in_state_fixes_name_their_batch_and_run(version: str, name: str, rule: str, tmp_path: Path) -> None:
+    """Repair hunt 13: the fixes of damaged SSTs and zips said "roll back before the zip that lists it (`ckptfix
+    rollback CKPT`)", and STATE-V2-IDS-MISSING "`ckptfix rollback CKPT --to-batch N`": neither runs as pasted. On
+    checkpoints Spark wrote (tests/fixtures/spark-<version>), damaged as the catalogue records, the fix names the
+    batch, and the command pasted with --apply leaves a checkpoint the audit says restarts (the rollback's own check
+    refuses one that would not)."""
+    from tests.audit.test_restart_prediction import _recorded, run_audit
+
+    case, target, _, ckpt, output = _recorded(version, name, tmp_path)
+    for entry in (output / "_spark_metadata").glob("[0-9]*"):
+        # the file sink's log names its files by absolute path, where the generator wrote them: the output moved
+        # here, as `ckptfix migrate relocate` would move it (the rollback deletes only files inside the sink)
+        text = entry.read_text()
+        entry.write_text(re.sub(r"file://[^\"]*?/output/", f"file://{output}/", text))
+    (finding,) = [f for f in run_audit(ckpt, target, output, case).findings if f.rule_id == rule]
+    command = re.search(r"`(ckptfix rollback [^`]*)`", finding.fix or "")
+    assert command is not None, finding.fix
+    argv = shlex.split(command.group(1))
+    assert argv[2] == str(ckpt) and argv[argv.index("--to-batch") + 1].isdigit(), argv
+    proc = subprocess.run(
+        [sys.executable, "-m", "ckptfix.cli.main", *argv[1:], "--apply", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert run_audit(ckpt, target, output, case).verdict.restarts
+
+
+def test_a_directory_in_the_sink_log_is_moved_out_of_the_output_path(tmp_path: Path) -> None:
+    """Hunt 14: a directory named like the file sink's next log entry; the fix said to move it "out of the
+    checkpoint", where it is not."""
+    from tests.audit.test_restart_prediction import _recorded, run_audit
+
+    case, target, _, ckpt, output = _recorded("4.3.0", "filesink_metadata_directory_beyond_latest", tmp_path)
+    (finding,) = [f for f in run_audit(ckpt, target, output, case).findings if f.rule_id == "LOG-ENTRY-DIRECTORY"]
+    assert f"{output}/_spark_metadata/" in (finding.fix or "") and "out of the output path" in (finding.fix or "")

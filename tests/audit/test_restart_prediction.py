@@ -272,6 +272,27 @@ def test_recorded_outcome_matches_audit(version: str, name: str, tmp_path: Path)
     # checkpoint look written by another release (this was tests/audit_upgrade's own pass over the catalogue)
     upgrade = [f.rule_id for f in report.findings if f.rule_id.startswith("UPGRADE-")]
     assert upgrade == [], f"{name} at Spark {target}: {upgrade}"
+    assert_commands_complete(report)
+
+
+#: a command a text names, between backquotes
+_COMMAND = re.compile(r"`(ckptfix [^`]*)`")
+
+
+def assert_commands_complete(report: Any) -> None:
+    """Every ckptfix command a finding's message or fix names runs as pasted: no placeholder (CKPT, a batch N), and
+    a rollback names its batch or time (repair hunt 13: `ckptfix rollback CKPT`, `--to-batch N` in fix texts)."""
+    for f in report.findings:
+        for text in (f.message, f.fix or ""):
+            for command in _COMMAND.findall(text):
+                words = command.split()
+                assert "CKPT" not in words, f"{f.rule_id}: {command}"
+                for flag in ("--to-batch", "--partitions"):
+                    if flag in words:
+                        value = words[words.index(flag) + 1]
+                        assert value.isdigit(), f"{f.rule_id}: {flag} {value} in {command}"
+                if words[1] == "rollback":
+                    assert "--to-batch" in words or "--to-time" in words, f"{f.rule_id}: {command}"
 
 
 #: the recorded versions whose cases also run on S3. The S3 side reads the same files through another file system

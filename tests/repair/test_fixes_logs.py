@@ -748,7 +748,10 @@ def test_missing_source_entry_below_the_latest_batch_is_not_planned(tmp_path: Pa
     (ckpt / "sources" / "0" / ".5.crc").unlink()
     plan, unfixed = plan_of(ckpt)
     assert plan.empty
-    assert any(u.startswith("SRC-LOG-MISSING: ") and "Restore the entry from a backup" in u for u in unfixed)
+    assert any(u.startswith("SRC-LOG-MISSING: ") and "Restore the entries from a backup" in u for u in unfixed)
+    # repair hunt 13: the text offered `ckptfix rollback` (no batch), which cannot help: the rolled-back restart
+    # reads the same entries
+    assert any("A rollback does not bring them back" in u for u in unfixed), unfixed
 
 
 # -- several damages at once (repair sweep of 2026-11-27, Spark 4.3) ---------------------------
@@ -906,3 +909,77 @@ def test_a_harmless_orphan_sidecar_is_no_job_for_repair(tmp_path: Path) -> None:
     assert plan.empty and unfixed == []
     done = run_cli("repair", str(ckpt))
     assert done.returncode == 0 and "not fixed" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+# -- a format-v2 commit relabelled v1; a source offset Spark cannot use (repair hunt 13) -------------------------
+
+
+@pytest.mark.parametrize("version", ["4.0.5", "4.1.4", "4.2.1", "4.3.0"])
+def test_a_relabelled_v2_commit_gets_its_first_line_back(version: str, tmp_path: Path) -> None:
+    """commits/L of a checkpoint Spark wrote with state checkpoint format v2, its first line edited to v1 (recorded:
+    4.0/4.1 refuse the version, 4.2/4.3 look for 1.changelog). The audit no longer says "restart with a Spark that
+    reads this version"; repair sets the line back (only that: the rest of the file is byte for byte Spark's) and
+    the audit then says the release restarts it."""
+    from tests.audit.test_restart_prediction import _recorded, run_audit
+
+    case, target, rec, ckpt, output = _recorded(version, "v2_commit_latest_relabelled_v1", tmp_path)
+    assert rec["ok"] is False
+    report = run_audit(ckpt, target, output, case)
+    assert not any("reads this version" in (f.fix or "") for f in report.findings), [f.fix for f in report.findings]
+    latest = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    before = (ckpt / "commits" / str(latest)).read_bytes()
+    plan, unfixed = plan_of(ckpt, target, sink_path=str(output))
+    assert unfixed == []
+    assert ops(plan) == [("write", f"commits/{latest}")], ops(plan)
+    assert before.startswith(b"v1\n") and content(plan, f"commits/{latest}") == b"v2\n" + before[3:]
+    engine.apply(plan, Location(str(ckpt)), Location(str(tmp_path / "backup")), force=True)
+    assert run_audit(ckpt, target, output, case).verdict.restarts
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("offset_source_moved_back", "SRC-OFFSET-BACKWARDS"),
+        ("offset_source_as_string", "SRC-OFFSET-UNREADABLE"),
+        # hunt 14: refused as "sources/0/6 exists", an entry batch L read before the edited end
+        ("offset_source_moved_forward", "SRC-LOG-MISSING"),
+    ],
+)
+def test_an_unusable_source_offset_in_the_latest_offset_file_is_planned_again(
+    name: str, rule: str, tmp_path: Path
+) -> None:
+    """offsets/L's file-source offset edited below offsets/L-1's, or quoted (.crc dropped): repair had no planner
+    although the file goes as a damaged offsets/L does. Batch L is planned again from offsets/L-1 (the live proof is
+    in tests/repair/test_fixes_spark.py)."""
+    ckpt = damaged(tmp_path, name)
+    L = max(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())
+    assert rule in {f.rule_id for f in audit(str(ckpt), "4.3").findings}
+    plan, unfixed = plan_of(ckpt)
+    assert unfixed == []
+    assert ("delete", f"offsets/{L}") in ops(plan), ops(plan)
+    one_effect(plan, f"Spark plans batch {L} again from offsets/{L - 1}")
+    engine.apply(plan, Location(str(ckpt)), Location(str(tmp_path / "backup")), force=True)
+    assert audit(str(ckpt), "4.3").verdict.restarts
+
+
+def test_an_undecided_restart_is_not_called_fixed(tmp_path: Path) -> None:
+    """Repair hunt 13 (3.5.9-4.2.1): the file sink's _spark_metadata deleted, its output given with --sink. The audit
+    cannot tell whether the path is this query's file sink (the verdict is unknown), and repair printed "No changes
+    planned." with exit 0; Spark then failed with BATCH_METADATA_NOT_FOUND at the compaction. The finding that
+    leaves the restart undecided is now listed as not fixed, and repair exits 1."""
+    from tests.audit.test_restart_prediction import _recorded
+
+    _, target, rec, ckpt, output = _recorded("3.5.9", "filesink_compact_log_deleted", tmp_path)
+    assert rec["ok"] is False and "BATCH_METADATA_NOT_FOUND" in rec["text"]
+    proc = run_cli(
+        "repair",
+        str(ckpt),
+        "--target-spark",
+        target,
+        "--sink",
+        str(output),
+        "--conf",
+        "spark.sql.streaming.fileSink.log.compactInterval=3",
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "not fixed SINK-LOG-COMPACT" in proc.stdout, proc.stdout

@@ -81,6 +81,23 @@ LIVE: dict[str, Live] = {
     "offset_deleted": Live("latest_offset_deleted", "CONCURRENT_STREAM_LOG_UPDATE", 5, "1 input file(s)"),
     "offset_empty": Live("offset_latest_empty", "Incomplete log file", 5, "1 input file(s)"),
     "offset_header_only": Live("offset_latest_header_only", "next on empty iterator", 5, "1 input file(s)"),
+    # a file source's offset in offsets/L edited below offsets/L-1's, or quoted (repair hunt 13: no planner): the
+    # file goes as a damaged offsets/L does, and batch L is planned again from offsets/L-1
+    # the latest commit of a format-v2 checkpoint relabelled v1 over its ids (repair hunt 13: "restart with a Spark
+    # that reads this version"): 4.0/4.1 refuse the version, 4.2+ load the v1 way; the first line goes back to v2
+    "v2_commit_relabelled": Live("v2_commit_latest_relabelled_v1", ".changelog does not exist", 0, "no batch re-runs"),
+    "offset_source_backwards": Live("offset_source_moved_back", "assertion failed", 5, "1 input file(s)"),
+    # offsets/L's logOffset edited one past the source log's newest entry (hunt 14 on 4.3: repair refused, "sources/0/6
+    # exists", an entry batch L had read before the edited end): batch L is planned again from offsets/L-1
+    # an operator metadata file that contradicts the state (hunt 14: no planner though the text says deleting it is
+    # safe): deleted; Spark 4.x skips the check and writes it again at the first batch
+    "opmeta_contradicts": Live(
+        "opmeta_name_edited", "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", 0, "again at the first batch"
+    ),
+    "offset_source_forward": Live(
+        "offset_source_moved_forward", "don't  exist", 5, "the input files that sources/0/7 listed"
+    ),
+    "offset_source_string": Live("offset_source_as_string", "No usable value", 5, "1 input file(s)"),
     "commit_empty": Live("commit_latest_empty", "Incomplete log file in the offset commit log", 0, "no batch re-runs"),
     "commit_empty_rerun": Live(
         "commit_latest_empty",

@@ -93,3 +93,24 @@ def test_every_partition_with_a_corrupt_snapshot_is_rebuilt(tmp_path: Path) -> N
     engine.apply(plan, Location(str(ckpt)), Location(str(ckpt / "_ckptfix")), idle_seconds=0)
     assert audit(str(ckpt), "3.5").verdict.restarts
     assert sorted(to_json_line(r) for r in read_state(str(ckpt))) == good
+
+
+def test_an_operator_metadata_file_that_contradicts_the_state_is_deleted(tmp_path: Path) -> None:
+    """state/0/_metadata/metadata naming operator 0 'dedupe' over an aggregation's state (the catalogue's
+    opmeta_name_edited; Spark 4.3 fails the operator check, recorded). The text said deleting it is safe, but repair
+    had no planner (hunt 14). The file goes, with a backup; the audit then says 4.3 restarts (the live proof is in
+    tests/repair/test_fixes_spark.py)."""
+    from tests.audit.test_restart_prediction import _recorded, run_audit
+
+    case, target, rec, ckpt, output = _recorded("4.3.0", "opmeta_name_edited", tmp_path)
+    assert rec["ok"] is False
+    assert not run_audit(ckpt, target, output, case).verdict.restarts
+    plan, _, unfixed = plan_repair(str(ckpt), target)
+    assert unfixed == []
+    assert [(a.op, a.path) for a in plan.actions] == [("delete", "state/0/_metadata/metadata")]
+    before = (ckpt / "state/0/_metadata/metadata").read_bytes()
+    engine.apply(plan, Location(str(ckpt)), Location(str(tmp_path / "backup")), force=True)
+    assert not (ckpt / "state/0/_metadata/metadata").exists()
+    assert run_audit(ckpt, target, output, case).verdict.restarts
+    engine.undo(Location(str(ckpt)), Location(str(tmp_path / "backup")), force=True)
+    assert (ckpt / "state/0/_metadata/metadata").read_bytes() == before
