@@ -88,7 +88,13 @@ class BatchRecord:
     watermark_ms: int | None  # batchWatermarkMs: the event-time watermark the batch ran with
     committed: bool  # commits/<batch> exists
     offsets: dict[str, str | None] = field(default_factory=dict)  # source -> the end offset JSON it read to
-    problem: str | None = None  # the offset file cannot be read
+    problem: str | None = None  # the offset file cannot be read, or is not there (a commit without it)
+    #: when commits/<batch> was last written (its modification time; None: no commit, or the store gives no time)
+    committed_at_ms: int | None = None
+
+    @property
+    def committed_at(self) -> str | None:
+        return None if self.committed_at_ms is None else iso_ms(self.committed_at_ms)
 
     @property
     def started(self) -> str | None:
@@ -102,16 +108,22 @@ def iso_ms(ms: int) -> str:
 
 
 def batch_history(ckpt: Checkpoint) -> list[BatchRecord]:
-    """Every batch the offset log holds, oldest first: when it was planned, its watermark, whether it committed,
-    and each source's offset. Reads every offset file (Spark keeps about ``minBatchesToRetain`` of them)."""
+    """Every batch the offset or commit log holds, oldest first: when it was planned, its watermark, whether and
+    when (the commit file's modification time) it committed, and each source's offset. Reads every offset file
+    (Spark keeps about ``minBatchesToRetain`` of them)."""
     ckpt.prefetch([ckpt.offsets.path_of(b) for b in sorted(ckpt.offsets.files)])
     out = []
-    for b in sorted(ckpt.offsets.files):
+    for b in sorted(set(ckpt.offsets.files) | set(ckpt.commits.files)):
         committed = b in ckpt.commits.files
+        mtime = getattr(ckpt.entries.get(ckpt.commits.path_of(b)), "mtime", None) if committed else None
+        at = None if mtime is None else int(mtime * 1000)
+        if b not in ckpt.offsets.files:  # a commit whose offset file is gone (new-user trial 4: no row at all)
+            out.append(BatchRecord(b, None, None, committed, problem=f"offsets/{b} is missing", committed_at_ms=at))
+            continue
         try:
             entry = ckpt.offset(b)
         except FormatError as exc:
-            out.append(BatchRecord(b, None, None, committed, problem=str(exc)))
+            out.append(BatchRecord(b, None, None, committed, problem=str(exc), committed_at_ms=at))
             continue
         meta = entry.metadata
         out.append(
@@ -121,6 +133,7 @@ def batch_history(ckpt: Checkpoint) -> list[BatchRecord]:
                 meta.batch_watermark_ms if meta else None,
                 committed,
                 {o.source_id: o.json for o in entry.offsets},
+                committed_at_ms=at,
             )
         )
     return out
@@ -172,7 +185,7 @@ def batch_at(ckpt: Checkpoint, when_ms: int, option: str = "--to-time") -> Batch
     backwards (clock skew, a restart on another driver), a later batch with an earlier time is not kept past one
     planned after ``when_ms`` (new-user trial 4). Raises :class:`UsageError` naming the oldest batch kept when none
     is that old."""
-    history = batch_history(ckpt)
+    history = [r for r in batch_history(ckpt) if r.batch in ckpt.offsets.files]  # a time needs the offset file
     kept: BatchRecord | None = None
     for r in history:
         if r.timestamp_ms is None or r.timestamp_ms > when_ms:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 from collections.abc import Callable
 from enum import Enum
@@ -361,12 +363,30 @@ def read(
         if not reads or not isinstance(exc, FormatError) or engine != "local":
             return None
         try:
-            return rebuild_hint(reads[0].selection, exc, checkpoint)
+            then = rebuild_hint(reads[0].selection, exc, checkpoint)
         except (CkptfixError, OSError):  # the store cannot tell: the error alone, as without a hint
-            return None
+            then = None
+        others = _other_partitions(reads[0].selection, exc, checkpoint) if partition is None else None
+        return "; ".join(h for h in (then, others) if h) or None
 
     result, n = _guard_rows(fmt, run, rebuild)
     _summary(result, n, "rows", quiet)
+
+
+def _other_partitions(sel: Any, exc: FormatError, checkpoint: str) -> str | None:
+    """How to read the rest when one partition's file fails (new-user trial 4: `state read --where` for one key
+    failed on another partition's damaged file, with no way forward named): the partitions that load, one
+    ``--partition`` at a time. None when the file is no partition's, or the read has one partition only."""
+    m = re.search(rf"/state/{sel.op.operator}/(\d+)/", exc.path)
+    if m is None or len(sel.partitions) < 2:
+        return None
+    bad = int(m.group(1))
+    rest = [p for p in sel.partitions if p != bad]
+    shown = ", ".join(map(str, rest[:5])) + (", ..." if len(rest) > 5 else "")
+    return (
+        f"the other partitions ({shown}) can be read one at a time with --partition N (a key is in one partition "
+        f"only; `ckptfix state ls {shlex.quote(checkpoint)} --verify` shows which partitions load)"
+    )
 
 
 @app.command("changes")

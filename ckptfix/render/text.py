@@ -194,18 +194,20 @@ def inspection(i: Inspection, console: Console) -> None:
             "batch",
             "planned at (UTC)",
             "watermark",
-            "committed",
+            "committed at (UTC)",
             "source offsets",
             title="batches",
             title_justify="left",
         )
         for b in i.batches:
+            committed = (b.committed_at or "yes") if b.committed else "no"
             if b.problem is not None:
-                hist.add_row(str(b.batch), "-", "-", "yes" if b.committed else "no", f"unreadable: {b.problem}")
+                missing = b.problem.endswith(" is missing")
+                hist.add_row(str(b.batch), "-", "-", committed, b.problem if missing else f"unreadable: {b.problem}")
                 continue
             offsets = "; ".join(f"{sid}: {raw if raw is not None else '-'}" for sid, raw in b.offsets.items())
             watermark = "-" if b.watermark_ms is None else str(b.watermark_ms)
-            hist.add_row(str(b.batch), b.started or "-", watermark, "yes" if b.committed else "no", offsets or "-")
+            hist.add_row(str(b.batch), b.started or "-", watermark, committed, offsets or "-")
         console.print(hist)
     for p in i.problems:
         styled(console, "yellow", "problem", f" {p}")

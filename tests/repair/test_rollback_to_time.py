@@ -95,6 +95,23 @@ def test_inspect_batches_lists_every_offset_file(agg: Path) -> None:
     assert json.loads(run_cli("inspect", str(agg), "--format", "json").stdout)["batches"] is None
 
 
+def test_inspect_batches_shows_when_each_batch_committed_and_commits_without_offsets(agg: Path) -> None:
+    """New-user trial 4: no commit time beside "planned at" (a DESCRIBE HISTORY-style view needs it), and no row for
+    a commit whose offset file is gone. The commit time is the commit file's modification time, set here with
+    os.utime so the expected value is not read through ckptfix."""
+    planned = _planned_ms(agg)
+    last = max(planned)
+    os.utime(agg / "commits" / "1", (1_800_000_000.25, 1_800_000_000.25))
+    (agg / "offsets" / str(last)).unlink()
+    (agg / "offsets" / f".{last}.crc").unlink(missing_ok=True)
+    doc = json.loads(run_cli("inspect", str(agg), "--batches", "--format", "json").stdout)
+    rows = {b["batch"]: b for b in doc["batches"]}
+    assert rows[1]["committed_at_ms"] == 1_800_000_000_250
+    assert rows[last]["committed"] is True and rows[last]["problem"] == f"offsets/{last} is missing"
+    text = run_cli("inspect", str(agg), "--batches", env={**os.environ, "COLUMNS": "250"}).stdout
+    assert "2027-01-15T08:00:00.250Z" in text and f"offsets/{last} is missing" in text
+
+
 def test_batches_are_kept_as_a_prefix_when_recorded_times_go_backwards(agg: Path) -> None:
     """New-user trial 4: a later batch whose recorded time is earlier (clock skew, another driver) was kept, and
     with it every batch planned after the time asked."""

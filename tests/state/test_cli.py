@@ -279,10 +279,10 @@ def test_a_missing_zip_of_a_store_without_changelogs_is_the_zip(tmp_path: Path) 
     (ckpt / "state/0/1/3.zip").unlink()
     res = run("state", "read", str(ckpt))
     assert res.exit_code == 2
-    assert res.stderr == (
+    assert res.stderr.startswith(
         f"ckptfix: error: {ckpt}/state/0/1/3.zip: expected a file (version 3: without changelog checkpointing only "
-        "3.zip holds it; the newest zip before it is 2.zip), found none\n"
-    )
+        "3.zip holds it; the newest zip before it is 2.zip), found none; the other partitions (0) can be read"
+    ), res.stderr
     doc = json.loads(run("state", "ls", str(ckpt), "-f", "json").stdout)
     part = doc["operators"][0]["partitions"][1]
     assert part["ok"] is False and part["problem"].startswith(f"{ckpt}/state/0/1/3.zip: expected a file")
@@ -500,3 +500,20 @@ def test_json_names_the_stores_a_join_side_is_read_from(tmp_path: Path) -> None:
         run("state", "read", str(tmp_path / "ckpt"), "--store", "left-keyToNumValues", "-f", "json").stdout
     )
     assert (one["store"], one["join_side"]) == ("left-keyToNumValues", None)
+
+
+def test_a_damaged_partition_names_the_partitions_that_can_still_be_read(tmp_path: Path) -> None:
+    """New-user trial 4: `state read --where` for one key failed on another partition's damaged file, and nothing
+    said how to read the rest. The error names the other partitions and --partition; reading one of them works."""
+    ckpt = tmp_path / "ck"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "samples" / "rocksdb-changelog", ckpt)
+    (ckpt / "state/0/1/12.changelog").write_bytes(b"")
+    (ckpt / "state/0/1/12.zip").unlink(missing_ok=True)
+    line = one_line_error(run("state", "read", str(ckpt), "--where", "key = 3"), "state/0/1/12.changelog")
+    assert "the other partitions (0) can be read one at a time with --partition N" in line, line
+    assert f"`ckptfix state ls {ckpt} --verify`" in line
+    ok = run("state", "read", str(ckpt), "--where", "key = 3", "--partition", "0")
+    assert ok.exit_code == 0, ok.output
+    # one partition asked for: nothing else to name
+    alone = one_line_error(run("state", "read", str(ckpt), "--partition", "1"), "12.changelog")
+    assert "other partitions" not in alone
