@@ -351,9 +351,10 @@ class RepairPlan:
         (``ckptfix undo CKPT RUN`` restores every byte). Refuses while the checkpoint is being written
         (``force`` skips that check) and when a file changed since the plan was made; and, as ``ckptfix repair
         --apply`` does, while error findings stay unfixed (:attr:`unfixed`), unless ``partial``."""
-        if self.unfixed and not partial and not self.plan.empty:
+        blocking = [u for u in self.unfixed if u.blocks]  # an undecided restart alone does not hold it back
+        if blocking and not partial and not self.plan.empty:
             raise UsageError(
-                f"not applied: {', '.join(sorted({u.rule_id for u in self.unfixed}))} stay unfixed, so the query "
+                f"not applied: {', '.join(sorted({u.rule_id for u in blocking}))} stay unfixed, so the query "
                 "would still not restart as it should; deal with them first, or pass partial=True"
             )
         return _apply(self.plan, self.url, self.storage_options, backup_url, force, idle_seconds, progress)

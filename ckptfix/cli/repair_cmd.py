@@ -214,7 +214,8 @@ def repair(
         options={"query_id": query_id, "accept_edits": accept_edits},
         session_conf=session_conf,
     )
-    held_back = do_apply and bool(unfixed) and not partial and not plan.empty
+    blocking = [u for u in unfixed if u.blocks]  # an undecided restart alone does not hold the plan back
+    held_back = do_apply and bool(blocking) and not partial and not plan.empty
     carry_out(
         fmt,
         plan,
@@ -241,7 +242,7 @@ def repair(
         # stayed; Spark failed as before, and a later fix (offsets restored from a backup) then lacked that state
         note(
             quiet,
-            f"not applied: {', '.join(sorted({u.rule_id for u in unfixed}))} stay unfixed, so the query would still "
+            f"not applied: {', '.join(sorted({u.rule_id for u in blocking}))} stay unfixed, so the query would still "
             "not restart as it should; deal with them first (above), or add --partial to carry this plan out anyway",
         )
     if unfixed:

@@ -707,6 +707,8 @@ def relabelled_commit(fc: FixContext, finding: Finding) -> list[str]:
     if K is None or K not in ck.commits.files or not ck.state_format_v2():
         raise CannotFix(finding.fix)
     rel = ck.commits.files[K]
+    if not finding.evidence or finding.evidence[0].path != ck.display(rel):
+        raise CannotFix(finding.fix)  # another log's version (LOG-VERSION-TOO-NEW of offsets/L), or another commit
     entry = _readable_commit(fc, K)
     if entry is None or entry.version != 1 or not entry.state_unique_ids:
         raise CannotFix(finding.fix)

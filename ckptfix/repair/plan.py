@@ -53,6 +53,9 @@ class Unfixed:
     reason: str
     #: the finding's first file (its evidence), when it names one
     path: str | None = None
+    #: an error Spark fails on (its fix held back, the rest of the plan is not applied without --partial); False
+    #: for a finding that only leaves the restart undecided (a plan that fixes the rest can still be applied)
+    blocks: bool = True
 
     def __str__(self) -> str:
         return f"{self.rule_id}: {self.reason}"

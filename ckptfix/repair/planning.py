@@ -110,13 +110,14 @@ def plan_repair(
         # a finding that leaves the restart undecided counts as an error here: "No changes planned", exit 0, for a
         # checkpoint whose restart the audit cannot call was a silent wrong answer (repair hunt 13: a file sink's
         # deleted log, given with --sink; Spark then failed at the compaction)
-        error = finding.severity == "error" or finding.undecided
+        blocks = finding.severity == "error"
+        error = blocks or finding.undecided
         if not error and (finding.severity != "warning" or finding.rule_id not in FIX_WARNINGS):
             continue
         path = finding.evidence[0].path if finding.evidence else None
         planner = PLANNERS.get(finding.rule_id)
         if planner is None:
-            unfixed.append(Unfixed(finding.rule_id, f"no automatic fix ({finding.fix})", path))
+            unfixed.append(Unfixed(finding.rule_id, f"no automatic fix ({finding.fix})", path, blocks))
             continue
         mark = builder.mark()
         try:
@@ -124,12 +125,12 @@ def plan_repair(
         except CannotFix as exc:
             builder.rollback(mark)
             if error:  # unfixed lists the errors that stay (docs/output.md); a warning left is in the audit
-                unfixed.append(Unfixed(finding.rule_id, str(exc), path))
+                unfixed.append(Unfixed(finding.rule_id, str(exc), path, blocks))
             continue
         except PlanConflict as exc:
             builder.rollback(mark)
             if error:
-                unfixed.append(Unfixed(finding.rule_id, f"its fix overlaps an earlier one ({exc})", path))
+                unfixed.append(Unfixed(finding.rule_id, f"its fix overlaps an earlier one ({exc})", path, blocks))
             continue
         if finding.rule_id not in EACH_FINDING:
             done.add(finding.rule_id)

@@ -983,3 +983,17 @@ def test_an_undecided_restart_is_not_called_fixed(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "not fixed SINK-LOG-COMPACT" in proc.stdout, proc.stdout
+
+
+def test_an_undecided_restart_does_not_hold_back_the_fixes_of_errors(tmp_path: Path) -> None:
+    """The undecided finding is listed and repair exits 1, but it is no known blocker: only an error left unfixed
+    holds a plan back from --apply (`blocks`), so the fixes of the errors still go in."""
+    from tests.audit.test_restart_prediction import _recorded
+
+    _, target, _, ckpt, output = _recorded("3.5.9", "filesink_compact_log_deleted", tmp_path)
+    conf = {"spark.sql.streaming.fileSink.log.compactInterval": "3"}
+    _, _, unfixed = plan_repair(str(ckpt), target, sink_path=str(output), session_conf=conf)
+    assert [(u.rule_id, u.blocks) for u in unfixed] == [("SINK-LOG-COMPACT", False)]
+    # an error without a fix (entries of the source log lost below the newest) does block
+    _, _, errors = plan_repair(str(damaged(tmp_path / "other", "source_log_cut_below_noop_batch")), "3.5")
+    assert [(u.rule_id, u.blocks) for u in errors] == [("SRC-LOG-MISSING", True)]
