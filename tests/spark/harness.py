@@ -335,15 +335,10 @@ def kept_confs(spark: Any) -> Iterator[None]:
     """The scenario confs (:data:`SCENARIO_CONF_KEYS`) as they were before, once the run is over: a run leaves the
     shared session as it found it (CI of 2026-11-28: a format-v2 scenario's checkpointFormatVersion=2 stayed set,
     and a later test's HDFS query in the same session failed with STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED)."""
-    saved = {k: spark.conf.get(k, None) for k in SCENARIO_CONF_KEYS}
-    try:
+    from tests.state.scenarios import session_confs
+
+    with session_confs(spark, {}, list(SCENARIO_CONF_KEYS)):  # the run's apply_confs sets its own
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def _restart(
